@@ -1,0 +1,46 @@
+"""The exceptions echomq-django raises: one root, one class per failure.
+
+Scripts report failure with a code at the start of their error reply
+(``EMQKIND ...``); :mod:`echomq_django.scripts` maps each code to one of the
+classes below, in one place. See ``docs/protocol.md`` ("Error codes").
+"""
+
+
+class EchoMQError(Exception):
+    """Root of every error echomq-django raises on purpose."""
+
+
+class ConfigurationError(EchoMQError):
+    """The ``ECHOMQ`` setting is invalid; the message names the key and the rule."""
+
+
+class EmbeddedServerError(EchoMQError):
+    """The embedded Valkey server could not be started, found or stopped."""
+
+
+class KindError(EchoMQError, ValueError):
+    """A job id is not in the ``JOB`` namespace (server code ``EMQKIND``)."""
+
+
+class StaleTokenError(EchoMQError):
+    """The fencing token no longer holds the job's lease (server code ``EMQSTALE``).
+
+    Raised to a worker whose lease expired or was handed to another worker; the
+    script that raised it changed nothing.
+    """
+
+
+class StateError(EchoMQError):
+    """The job is not in a state that allows the operation (server code ``EMQSTATE``)."""
+
+
+class NoSuchJobError(EchoMQError, LookupError):
+    """The job row does not exist (server code ``EMQNOJOB``)."""
+
+
+class UnknownJobError(EchoMQError, LookupError):
+    """A payload names a job path that no ``@job`` registered in this process."""
+
+
+class PayloadError(EchoMQError, TypeError):
+    """A job's arguments cannot become the JSON payload (not JSON, or too large)."""

@@ -1,0 +1,99 @@
+"""Backoff policies: a pure function of (policy, attempts) to a delay in ms.
+
+Policies are tuples (docs/protocol.md, "Backoff"; seed 001, "Backoff is a curve
+computed above the wire"):
+
+- ``("fixed", ms)``: ``ms`` on every attempt.
+- ``("exponential", base, cap)``: ``min(base * 2**(attempts - 1), cap)``.
+- ``("jitter", inner)``: a uniform integer in ``[0, inner's delay]`` (full jitter).
+
+The host computes the delay; the retry script takes a literal ``delay_ms``.
+"""
+
+from __future__ import annotations
+
+import random
+
+_rng = random.SystemRandom()
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate(policy: object) -> tuple:
+    """Return ``policy`` as a tuple if it is a valid policy (lists are accepted).
+
+    Raises:
+        ValueError: the policy's kind is unknown or a parameter breaks its rule
+            (fixed ms >= 0; exponential base >= 1, cap >= 1).
+    """
+    if isinstance(policy, list):
+        policy = tuple(validate(p) if isinstance(p, list) else p for p in policy)
+    if not isinstance(policy, tuple) or not policy:
+        raise ValueError(f"backoff policy must be a non-empty tuple, got {policy!r}")
+    kind, params = policy[0], policy[1:]
+    if kind == "fixed":
+        if len(params) != 1 or not _is_int(params[0]) or params[0] < 0:
+            raise ValueError(f"backoff ('fixed', ms) needs an integer ms >= 0, got {policy!r}")
+    elif kind == "exponential":
+        if len(params) != 2 or not all(_is_int(p) and p >= 1 for p in params):
+            raise ValueError(
+                f"backoff ('exponential', base, cap) needs integers base >= 1 and cap >= 1, got {policy!r}"
+            )
+    elif kind == "jitter":
+        if len(params) != 1:
+            raise ValueError(f"backoff ('jitter', inner) needs one inner policy, got {policy!r}")
+        return ("jitter", validate(params[0]))
+    else:
+        raise ValueError(
+            f"backoff policy kind must be 'fixed', 'exponential' or 'jitter', got {kind!r}"
+        )
+    return policy
+
+
+class Backoff:
+    """Backoff policies and their delays. Stateless; every method is pure but jitter."""
+
+    @staticmethod
+    def delay_ms(policy: tuple, attempts: int) -> int:
+        """Return the delay in ms before retrying after failed attempt ``attempts``.
+
+        ``attempts`` counts from 1 (the first failure). Exponential never builds
+        ``2**attempts`` for large attempts: once the doubling passes the cap the
+        cap is returned, so attempts of 10**6 cost the same as attempts of 3.
+
+        Raises:
+            ValueError: ``attempts`` is not an integer >= 1 or the policy is invalid.
+        """
+        if not _is_int(attempts) or attempts < 1:
+            raise ValueError(f"attempts must be an integer >= 1, got {attempts!r}")
+        policy = validate(policy)
+        return _delay(policy, attempts)
+
+    @staticmethod
+    def fixed(ms: int) -> tuple:
+        """The policy ``("fixed", ms)``; ``ms`` >= 0."""
+        return validate(("fixed", ms))
+
+    @staticmethod
+    def exponential(base_ms: int, cap_ms: int, *, jitter: bool = False) -> tuple:
+        """The policy ``min(base_ms * 2**(attempts-1), cap_ms)``, optionally full-jittered."""
+        policy = validate(("exponential", base_ms, cap_ms))
+        return ("jitter", policy) if jitter else policy
+
+
+def _delay(policy: tuple, attempts: int) -> int:
+    kind = policy[0]
+    if kind == "fixed":
+        return policy[1]
+    if kind == "exponential":
+        base, cap = policy[1], policy[2]
+        # base * 2**(attempts-1) exceeds cap as soon as the shift passes cap's
+        # bit length, so a shift never needs to be wider than that.
+        shift = attempts - 1
+        if shift >= cap.bit_length():
+            return cap
+        return min(base << shift, cap)
+    bound = _delay(policy[1], attempts)
+    return 0 if bound <= 0 else _rng.randint(0, bound)

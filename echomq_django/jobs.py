@@ -1,0 +1,301 @@
+"""The protocol surface: enqueue, schedule, promote, claim, ack, retry, dead, reap.
+
+``Jobs(conn)`` wraps a redis-py client. Each method is one atomic Lua script
+(``lua/<name>.lua``) that reads time from the server; the caller's clock is
+never sent. Arguments are checked here first, so bad input raises before
+anything is written. The contract (keys, scripts, states) is
+``docs/protocol.md``; the surfaces mirror seed 001 (``EchoMQ.Jobs``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import scripts
+from .keyspace import Keyspace
+
+MAX_MS = 2**53
+#: Defaults the consumer overrides from settings (docs/protocol.md, "Retention").
+DEFAULT_KEEP_MS = 86_400_000
+DEFAULT_DEAD_TTL_MS = 604_800_000
+DEFAULT_DEAD_MAX = 10_000
+#: Most wake markers kept on ``emq:{q}:wake``.
+WAKE_CAP = 100
+
+
+class Outcome(str, enum.Enum):
+    """What an admission did. str-valued: ``Outcome.ENQUEUED == "enqueued"``."""
+
+    ENQUEUED = "enqueued"
+    SCHEDULED = "scheduled"
+    DUPLICATE = "duplicate"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A leased job: what ``claim`` returns to the consumer that holds it.
+
+    ``token`` fences every later call for this lease; ``attempts`` counts this
+    claim (1 on the first run); times are server ms.
+    """
+
+    queue: str
+    job_id: str
+    token: str
+    payload: str
+    attempts: int
+    lease_deadline_ms: int
+    claimed_at_ms: int
+
+
+_INT_FIELDS = {
+    "attempts", "stalls", "enqueued_at_ms", "run_at_ms", "started_at_ms",
+    "finished_at_ms", "failed_at_ms", "lease_until_ms",
+}
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job row as stored (``emq:{q}:job:<id>``), typed.
+
+    ``state`` is one of pending, scheduled, active, done, dead. Times are
+    server ms or None when the event has not happened. ``extra`` carries any
+    field this version does not name.
+    """
+
+    queue: str
+    job_id: str
+    state: str
+    payload: str
+    attempts: int = 0
+    stalls: int = 0
+    enqueued_at_ms: int | None = None
+    run_at_ms: int | None = None
+    started_at_ms: int | None = None
+    finished_at_ms: int | None = None
+    failed_at_ms: int | None = None
+    lease_until_ms: int | None = None
+    consumer: str | None = None
+    token: str | None = None
+    result: str | None = None
+    reason: str | None = None
+    last_error: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def result_value(self) -> Any:
+        """The decoded JSON return value of a done job (None when there is none)."""
+        return json.loads(self.result) if self.result else None
+
+    @classmethod
+    def from_hash(cls, queue: str, job_id: str, raw: dict[str, str]) -> "JobRow":
+        known = {f for f in cls.__dataclass_fields__ if f not in ("queue", "job_id", "extra")}
+        values: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        for key, value in raw.items():
+            if key in _INT_FIELDS:
+                values[key] = int(value)
+            elif key in known:
+                values[key] = value
+            else:
+                extra[key] = value
+        values.setdefault("state", "unknown")
+        values.setdefault("payload", "")
+        return cls(queue=queue, job_id=job_id, extra=extra, **values)
+
+
+def _check_int(name: str, value: object, low: int, high: int = MAX_MS) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in {low}..{high}, got {value}")
+    return value
+
+
+def _check_str(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{name} must be a non-empty str, got {value!r}")
+    return value
+
+
+def _check_payload(payload: object) -> str:
+    if not isinstance(payload, str):
+        raise TypeError(f"payload must be JSON text (str), got {type(payload).__name__}")
+    try:
+        json.loads(payload)
+    except ValueError as err:
+        raise ValueError(f"payload must be valid JSON text: {err}") from None
+    return payload
+
+
+class Jobs:
+    """The EchoMQ job protocol on one connection. Thread-safe as redis-py is.
+
+    Every method validates its arguments first (ValueError or TypeError naming
+    the argument, nothing written) and runs one atomic script.
+    """
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    # -- admission -------------------------------------------------------
+
+    def enqueue(self, queue: str, job_id: str, payload: str) -> Outcome:
+        """Admit ``job_id`` to ``pending`` (protocol.md, "enqueue").
+
+        Returns ``"enqueued"``, or ``"duplicate"`` when the row exists (nothing
+        changes). Raises KindError for a non-JOB id; ValueError for a bad queue
+        name or payload that is not JSON; TypeError for non-str arguments.
+        """
+        ks = Keyspace(queue)
+        _check_str("job_id", job_id)
+        _check_payload(payload)
+        done = scripts.run(self.conn, "enqueue", [ks.job(job_id), ks.pending, ks.wake],
+                           [job_id, payload, WAKE_CAP])
+        return Outcome.ENQUEUED if done == 1 else Outcome.DUPLICATE
+
+    def enqueue_at(self, queue: str, job_id: str, payload: str, run_at_ms: int) -> Outcome:
+        """Admit ``job_id`` to ``schedule`` at the absolute Unix ms ``run_at_ms``.
+
+        A run-at in the past is due at once. Returns ``"scheduled"`` or
+        ``"duplicate"``. Raises KindError for a non-JOB id; ValueError for
+        ``run_at_ms`` outside 0..2**53 (protocol.md, "schedule").
+        """
+        return self._schedule(queue, job_id, payload, "at",
+                              _check_int("run_at_ms", run_at_ms, 0))
+
+    def enqueue_in(self, queue: str, job_id: str, payload: str, delay_ms: int) -> Outcome:
+        """Admit ``job_id`` to ``schedule`` at SERVER now + ``delay_ms``.
+
+        Returns ``"scheduled"`` or ``"duplicate"``. Raises KindError for a
+        non-JOB id; ValueError for a negative ``delay_ms`` (protocol.md,
+        "schedule").
+        """
+        return self._schedule(queue, job_id, payload, "in",
+                              _check_int("delay_ms", delay_ms, 0))
+
+    def _schedule(self, queue, job_id, payload, mode, value) -> Outcome:
+        ks = Keyspace(queue)
+        _check_str("job_id", job_id)
+        _check_payload(payload)
+        done = scripts.run(self.conn, "schedule", [ks.job(job_id), ks.schedule, ks.beat],
+                           [job_id, payload, mode, value])
+        return Outcome.SCHEDULED if done == 1 else Outcome.DUPLICATE
+
+    # -- the metronome's work --------------------------------------------
+
+    def promote(self, queue: str, batch: int = 1000) -> int:
+        """Move up to ``batch`` due jobs from ``schedule`` to ``pending``; return the count."""
+        ks = Keyspace(queue)
+        _check_int("batch", batch, 1, 100_000)
+        return scripts.run(self.conn, "promote", [ks.schedule, ks.pending, ks.wake],
+                           [ks.base, batch, WAKE_CAP])
+
+    def reap(self, queue: str, batch: int = 1000) -> int:
+        """Hand up to ``batch`` expired leases back to ``pending``; return the count.
+
+        Each reaped row's ``stalls`` goes up by one and its token is dropped,
+        so the old holder can no longer ack, retry or dead it.
+        """
+        ks = Keyspace(queue)
+        _check_int("batch", batch, 1, 100_000)
+        return scripts.run(self.conn, "reap", [ks.active, ks.pending, ks.wake],
+                           [ks.base, batch, WAKE_CAP])
+
+    def horizon(self, queue: str) -> tuple[int, int | None]:
+        """Return ``(server_now_ms, next_ms)``: the earliest head of schedule,
+        active (lease deadlines) and repeat, or None when all three are empty."""
+        ks = Keyspace(queue)
+        now, next_ms = scripts.run(self.conn, "horizon", [ks.schedule, ks.active, ks.repeat], [])
+        return int(now), (None if int(next_ms) == -1 else int(next_ms))
+
+    # -- a consumer's work -----------------------------------------------
+
+    def claim(self, queue: str, consumer: str, lease_ms: int) -> Claim | None:
+        """Pop the oldest pending job and lease it for ``lease_ms`` (server clock).
+
+        Returns a :class:`Claim` (fresh fencing token, attempts + 1) or None when
+        ``pending`` is empty.
+        """
+        ks = Keyspace(queue)
+        _check_str("consumer", consumer)
+        _check_int("lease_ms", lease_ms, 1)
+        reply = scripts.run(self.conn, "claim", [ks.pending, ks.active, ks.token, ks.wake],
+                            [ks.base, consumer, lease_ms, WAKE_CAP])
+        if reply is None:
+            return None
+        job_id, token, payload, attempts, deadline, now = reply
+        return Claim(queue, job_id, token, payload, int(attempts), int(deadline), int(now))
+
+    def ack(self, queue: str, job_id: str, token: str, result: Any = None,
+            keep_ms: int = DEFAULT_KEEP_MS) -> int:
+        """Complete the job held by ``token``; keep the row ``keep_ms``, then expire it.
+
+        ``result`` must be JSON-serialisable (stored as JSON text). Returns the
+        finish time (server ms). Raises StaleTokenError when ``token`` no longer
+        holds the lease (nothing changes); TypeError for a non-JSON result.
+        """
+        ks = Keyspace(queue)
+        text = "" if result is None else _to_json("result", result)
+        _check_int("keep_ms", keep_ms, 1)
+        return scripts.run(self.conn, "ack", [ks.job(job_id), ks.active],
+                           [job_id, _check_str("token", token), text, keep_ms])
+
+    def retry(self, queue: str, job_id: str, token: str, delay_ms: int, error: str = "") -> int:
+        """Re-park the job held by ``token`` on ``schedule`` at server now + ``delay_ms``.
+
+        Returns the run-at (server ms). Raises StaleTokenError when ``token``
+        no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        _check_int("delay_ms", delay_ms, 0)
+        return scripts.run(self.conn, "retry", [ks.job(job_id), ks.active, ks.schedule, ks.beat],
+                           [job_id, _check_str("token", token), delay_ms, str(error)])
+
+    def dead(self, queue: str, job_id: str, token: str, reason: str, error: str = "",
+             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, dead_max: int = DEFAULT_DEAD_MAX) -> int:
+        """End the job held by ``token`` in the dead-letter set with ``reason``.
+
+        Dead letters are kept ``dead_ttl_ms`` and at most ``dead_max`` of them
+        (the oldest go first). Returns the time of death (server ms). Raises
+        StaleTokenError when ``token`` no longer holds the lease.
+        """
+        ks = Keyspace(queue)
+        _check_int("dead_ttl_ms", dead_ttl_ms, 1)
+        _check_int("dead_max", dead_max, 1)
+        return scripts.run(self.conn, "dead", [ks.job(job_id), ks.active, ks.dead],
+                           [job_id, _check_str("token", token), _check_str("reason", reason),
+                            str(error), ks.base, dead_ttl_ms, dead_max])
+
+    def release(self, queue: str, job_id: str, token: str) -> None:
+        """Hand the job held by ``token`` back to ``pending``, giving back its attempt.
+
+        Used by a worker that shuts down before the handler finished. Raises
+        StaleTokenError when ``token`` no longer holds the lease.
+        """
+        ks = Keyspace(queue)
+        scripts.run(self.conn, "release", [ks.job(job_id), ks.active, ks.pending, ks.wake],
+                    [job_id, _check_str("token", token), WAKE_CAP])
+
+    # -- reads -----------------------------------------------------------
+
+    def get(self, queue: str, job_id: str) -> JobRow | None:
+        """Return the job's row, or None when it does not exist (or has expired)."""
+        ks = Keyspace(queue)
+        raw = self.conn.hgetall(ks.job(_check_str("job_id", job_id)))
+        if not raw:
+            return None
+        row = {scripts.decode(k): scripts.decode(v) for k, v in raw.items()}
+        return JobRow.from_hash(queue, job_id, row)
+
+def _to_json(name: str, value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be JSON-serialisable: {err}") from None

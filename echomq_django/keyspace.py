@@ -1,0 +1,96 @@
+"""Every EchoMQ key name, built in one place.
+
+All keys of one queue share the prefix ``emq:{<queue>}:``; the braces are a
+Redis Cluster hash tag, so one queue lives in one hash slot and every script
+can touch all of its keys. The names, what each holds and who writes it are
+listed in ``docs/protocol.md`` ("Keys").
+"""
+
+from __future__ import annotations
+
+import re
+
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_QUEUE_RULE = "queue name must be 1-100 characters of [A-Za-z0-9._-]"
+
+
+def validate_queue_name(queue: object) -> str:
+    """Return ``queue`` if it is a valid queue name.
+
+    Raises:
+        ValueError: ``queue`` is not a str of 1-100 characters of
+            ``[A-Za-z0-9._-]``; the message names the rule.
+    """
+    if not isinstance(queue, str) or not _QUEUE_NAME.fullmatch(queue):
+        raise ValueError(f"{_QUEUE_RULE}, got {queue!r}")
+    return queue
+
+
+class Keyspace:
+    """The key names of one queue.
+
+    ``Keyspace("mail").pending == "emq:{mail}:pending"``. Construction
+    validates the queue name (ValueError), so nothing is written for a bad one.
+    """
+
+    __slots__ = ("queue", "base")
+
+    def __init__(self, queue: str) -> None:
+        self.queue = validate_queue_name(queue)
+        #: The queue's base root, ``emq:{<queue>}:``; scripts that discover job
+        #: ids at run time derive row keys from it (see docs/protocol.md).
+        self.base = f"emq:{{{queue}}}:"
+
+    # Sorted sets: one structure, several readings of the score.
+    @property
+    def pending(self) -> str:
+        """ZSET, score 0: ready jobs, served by ZPOPMIN in id (mint) order."""
+        return self.base + "pending"
+
+    @property
+    def schedule(self) -> str:
+        """ZSET, score run-at ms: scheduled jobs and retries waiting to be due."""
+        return self.base + "schedule"
+
+    @property
+    def active(self) -> str:
+        """ZSET, score lease deadline ms: claimed jobs; reap reads the expired head."""
+        return self.base + "active"
+
+    @property
+    def dead(self) -> str:
+        """ZSET, score ms of death: the dead-letter set."""
+        return self.base + "dead"
+
+    @property
+    def repeat(self) -> str:
+        """ZSET, score next-run ms: the recurring registry, one member per name."""
+        return self.base + "repeat"
+
+    # Plain keys.
+    @property
+    def token(self) -> str:
+        """STRING counter: the source of fencing tokens (INCR per claim)."""
+        return self.base + "token"
+
+    @property
+    def wake(self) -> str:
+        """LIST of markers: idle consumers block on it (BLPOP); capped."""
+        return self.base + "wake"
+
+    @property
+    def beat(self) -> str:
+        """LIST of one marker: wakes the metronome when an earlier run-at appears."""
+        return self.base + "beat"
+
+    def job(self, job_id: str) -> str:
+        """HASH: the job's row (state, attempts, payload, token, times, errors)."""
+        return f"{self.base}job:{job_id}"
+
+    def repeat_record(self, name: str) -> str:
+        """HASH: a recurring schedule's definition and bookkeeping."""
+        return f"{self.base}repeat:{name}"
+
+    def lane_pending(self, group: str) -> str:
+        """ZSET, score 0: a lane's (group's) own pending set (lanes, later)."""
+        return f"{self.base}g:{group}:pending"

@@ -1,0 +1,19 @@
+-- ack: complete an active job; only the current fencing token may.
+-- KEYS[1] job      emq:{q}:job:<id>, the row
+-- KEYS[2] active   emq:{q}:active
+-- ARGV[1] job_id
+-- ARGV[2] token    the token the claim returned
+-- ARGV[3] result   JSON text of the return value ('' for none)
+-- ARGV[4] keep_ms  how long the done row is kept (PEXPIRE)
+-- Returns: the finish time, server ms.
+-- Errors: EMQSTALE the token does not hold the lease (nothing changes).
+-- @include now
+-- @include fence
+local stale = fence(KEYS[1], ARGV[2])
+if stale then return stale end
+local now = now_ms()
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
+redis.call('HSET', KEYS[1], 'state', 'done', 'finished_at_ms', now, 'result', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
+return now

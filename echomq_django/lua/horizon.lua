@@ -1,0 +1,18 @@
+-- horizon: the server clock and the earliest instant the metronome must act at.
+-- KEYS[1] schedule emq:{q}:schedule
+-- KEYS[2] active   emq:{q}:active
+-- KEYS[3] repeat   emq:{q}:repeat
+-- Returns: {now_ms, next_ms} where next_ms is the lowest head score of the
+--   three sets, or -1 when all are empty.
+-- @include now
+local next_ms = -1
+for i = 1, 3 do
+  local head = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+  if head[2] ~= nil then
+    local score = tonumber(head[2])
+    if next_ms == -1 or score < next_ms then
+      next_ms = score
+    end
+  end
+end
+return {now_ms(), next_ms}

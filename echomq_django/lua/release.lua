@@ -1,0 +1,22 @@
+-- release: a shutting-down worker hands an unfinished job back to pending and
+-- gives back the attempt it was on (the job did not fail).
+-- KEYS[1] job      emq:{q}:job:<id>, the row
+-- KEYS[2] active   emq:{q}:active
+-- KEYS[3] pending  emq:{q}:pending
+-- KEYS[4] wake     emq:{q}:wake
+-- ARGV[1] job_id
+-- ARGV[2] token    the token the claim returned
+-- ARGV[3] wake_cap most wake markers kept
+-- Returns: 1.
+-- Errors: EMQSTALE the token does not hold the lease (nothing changes).
+-- @include signal
+-- @include fence
+local stale = fence(KEYS[1], ARGV[2])
+if stale then return stale end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
+redis.call('HINCRBY', KEYS[1], 'attempts', -1)
+redis.call('HSET', KEYS[1], 'state', 'pending')
+redis.call('ZADD', KEYS[3], 0, ARGV[1])
+signal(KEYS[4], 1, tonumber(ARGV[3]))
+return 1

@@ -1,0 +1,28 @@
+-- retry: re-park an active job on the schedule set at server now + delay_ms.
+-- KEYS[1] job      emq:{q}:job:<id>, the row
+-- KEYS[2] active   emq:{q}:active
+-- KEYS[3] schedule emq:{q}:schedule
+-- KEYS[4] beat     emq:{q}:beat, wakes the metronome
+-- ARGV[1] job_id
+-- ARGV[2] token    the token the claim returned
+-- ARGV[3] delay_ms the backoff delay, computed above the wire
+-- ARGV[4] error    the failure's text (traceback), kept as last_error
+-- Returns: the run-at score, server ms.
+-- Errors: EMQSTALE the token does not hold the lease (nothing changes).
+-- @include now
+-- @include signal
+-- @include fence
+local stale = fence(KEYS[1], ARGV[2])
+if stale then return stale end
+local now = now_ms()
+local score = now + tonumber(ARGV[3])
+local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
+redis.call('HSET', KEYS[1], 'state', 'scheduled', 'run_at_ms', score,
+  'last_error', ARGV[4], 'failed_at_ms', now)
+redis.call('ZADD', KEYS[3], score, ARGV[1])
+if head[2] == nil or score < tonumber(head[2]) then
+  signal(KEYS[4], 1, 1)
+end
+return score

@@ -1,0 +1,36 @@
+-- schedule: admit a job fenced out of pending until its run-at score.
+-- KEYS[1] job      emq:{q}:job:<id>, the row
+-- KEYS[2] schedule emq:{q}:schedule
+-- KEYS[3] beat     emq:{q}:beat, wakes the metronome
+-- ARGV[1] job_id   must start with JOB
+-- ARGV[2] payload  JSON text
+-- ARGV[3] mode     'at' (ARGV[4] is an absolute run-at ms) or 'in' (a delay ms
+--                  added to the SERVER clock)
+-- ARGV[4] value    ms
+-- Returns: 1 scheduled, 0 duplicate (the row exists; nothing changes).
+-- Errors: EMQKIND the id is not JOB-namespaced.
+-- @include now
+-- @include signal
+if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
+  return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+local now = now_ms()
+local score
+if ARGV[3] == 'in' then
+  score = now + tonumber(ARGV[4])
+else
+  score = tonumber(ARGV[4])
+end
+-- Wake the metronome only when this run-at is earlier than the head it sleeps
+-- towards; a later one is found by the sleep it already has.
+local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+redis.call('HSET', KEYS[1], 'state', 'scheduled', 'attempts', '0', 'payload', ARGV[2],
+  'enqueued_at_ms', now, 'run_at_ms', score)
+redis.call('ZADD', KEYS[2], score, ARGV[1])
+if head[2] == nil or score < tonumber(head[2]) then
+  signal(KEYS[3], 1, 1)
+end
+return 1

@@ -1,0 +1,395 @@
+"""The ``ECHOMQ`` setting, read lazily and validated once.
+
+Usage::
+
+    from echomq_django.conf import get_config
+    config = get_config()          # a frozen Config; cached until ECHOMQ changes
+    config.lease_ms                # 30000
+
+Settings are never read at import: :func:`get_config` reads ``settings.ECHOMQ``
+on first call and caches the result; Django's ``setting_changed`` signal clears
+the cache, so ``override_settings(ECHOMQ=...)`` works in tests.
+
+Options (``settings.ECHOMQ`` keys, defaults in brackets):
+
+``URL`` ["embedded" when neither URL nor CACHE is set]
+    ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS),
+    ``unix:///path.sock?db=N``, or the literal ``"embedded"`` (a Valkey server
+    this package starts for development; see :mod:`echomq_django.embedded`).
+``CACHE`` [None]
+    Alias of a ``django_redis`` cache in ``settings.CACHES`` whose connection
+    pool is shared. Exactly one of URL and CACHE may be set.
+``CONNECTION_KWARGS`` [{}]
+    Extra keyword arguments for ``redis.Redis.from_url``.
+``QUEUES`` [("default",)]
+    Queue names, each 1-100 characters of ``[A-Za-z0-9._-]``.
+``LEASE_MS`` [30000, > 0]; ``MAX_ATTEMPTS`` [3, >= 1];
+``BACKOFF`` [("jitter", ("exponential", 1000, 300000))]
+    A backoff policy tuple, validated by :mod:`echomq_django.backoff`; lists
+    are converted to tuples here.
+``MAX_PAYLOAD_BYTES`` [524288, > 0]; ``RESULT_TTL_MS`` [86400000, > 0];
+``DEAD_TTL_MS`` [604800000, > 0]; ``DEAD_MAX`` [10000, > 0];
+``PROMOTE_BATCH`` [1000, 1..100000]; ``SHUTDOWN_GRACE_MS`` [30000, >= 0]
+``EMBEDDED_DIR`` [BASE_DIR/.echomq, or ./.echomq without BASE_DIR]
+    Where the embedded server keeps its config, lock, log and AOF files.
+``SCHEDULES`` [{}]
+    Recurring jobs, name -> dict; only the outer dict is validated here.
+``PRUNE_SCHEDULES`` [False]
+
+Errors: :func:`get_config` raises
+:class:`~echomq_django.exceptions.ConfigurationError`; :func:`validate`
+returns the same problems as ``(check_id, key, message)`` tuples, and
+:mod:`echomq_django.checks` reports them as system check errors with these
+stable ids:
+
+- ``echomq.E001`` ECHOMQ is not a dict.
+- ``echomq.E002`` ECHOMQ has an unknown key.
+- ``echomq.E003`` URL and CACHE are both set.
+- ``echomq.E004`` URL is not a string with scheme redis, rediss or unix, nor
+  the literal "embedded".
+- ``echomq.E005`` CACHE names an alias that is not in settings.CACHES or whose
+  BACKEND is not django_redis.
+- ``echomq.E006`` An integer option is not an integer or breaks its range
+  (bools are not integers).
+- ``echomq.E007`` QUEUES is not a non-empty list of distinct valid queue names.
+- ``echomq.E008`` CONNECTION_KWARGS is not a dict.
+- ``echomq.E009`` SCHEDULES is not a dict.
+- ``echomq.E010`` EMBEDDED_DIR is not a path, or PRUNE_SCHEDULES is not a bool.
+
+Signals emitted: none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import threading
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from .exceptions import ConfigurationError
+
+__all__ = ["Config", "get_config", "validate", "validate_queue_name"]
+
+_QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+DEFAULT_BACKOFF = ("jitter", ("exponential", 1000, 300000))
+
+# Integer options: key -> (default, minimum, maximum or None, rule text).
+_INT_RULES: dict[str, tuple[int, int, int | None, str]] = {
+    "LEASE_MS": (30000, 1, None, "an integer > 0"),
+    "MAX_ATTEMPTS": (3, 1, None, "an integer >= 1"),
+    "MAX_PAYLOAD_BYTES": (524288, 1, None, "an integer > 0"),
+    "RESULT_TTL_MS": (86400000, 1, None, "an integer > 0"),
+    "DEAD_TTL_MS": (604800000, 1, None, "an integer > 0"),
+    "DEAD_MAX": (10000, 1, None, "an integer > 0"),
+    "PROMOTE_BATCH": (1000, 1, 100000, "an integer between 1 and 100000"),
+    "SHUTDOWN_GRACE_MS": (30000, 0, None, "an integer >= 0"),
+}
+
+KNOWN_KEYS = frozenset(
+    {
+        "URL",
+        "CACHE",
+        "CONNECTION_KWARGS",
+        "QUEUES",
+        "BACKOFF",
+        "EMBEDDED_DIR",
+        "SCHEDULES",
+        "PRUNE_SCHEDULES",
+        *_INT_RULES,
+    }
+)
+
+_URL_SCHEMES = ("redis", "rediss", "unix")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The validated ``ECHOMQ`` setting; field names are the keys in lower case.
+
+    Times are in milliseconds (``*_ms``), sizes in bytes. ``url`` is None when
+    ``cache`` is set, and vice versa.
+    """
+
+    url: str | None = "embedded"
+    cache: str | None = None
+    connection_kwargs: dict = dataclasses.field(default_factory=dict)
+    queues: tuple[str, ...] = ("default",)
+    lease_ms: int = 30000
+    max_attempts: int = 3
+    backoff: Any = DEFAULT_BACKOFF
+    max_payload_bytes: int = 524288
+    result_ttl_ms: int = 86400000
+    dead_ttl_ms: int = 604800000
+    dead_max: int = 10000
+    promote_batch: int = 1000
+    shutdown_grace_ms: int = 30000
+    embedded_dir: str = ""
+    schedules: dict = dataclasses.field(default_factory=dict)
+    prune_schedules: bool = False
+
+
+def validate_queue_name(name: Any) -> str:
+    """Return ``name`` if it is a valid queue name, else raise ValueError.
+
+    A queue name is a str of 1-100 characters from ``[A-Za-z0-9._-]``; it is
+    embedded in key names (``emq:{name}:...``), so braces, colons and spaces
+    are refused.
+    """
+    if not isinstance(name, str) or not _QUEUE_NAME_RE.fullmatch(name):
+        raise ValueError(
+            f"queue name must be 1-100 characters of [A-Za-z0-9._-], got {name!r}"
+        )
+    return name
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_url(url: Any) -> str | None:
+    """Return why ``url`` is not acceptable, or None."""
+    if url == "embedded":
+        return None
+    if not isinstance(url, str):
+        return f"URL must be a string, got {type(url).__name__}"
+    scheme = url.partition("://")[0] if "://" in url else ""
+    if scheme not in _URL_SCHEMES:
+        return (
+            "URL must use scheme redis://, rediss:// or unix://, "
+            f'or be the literal "embedded", got {url!r}'
+        )
+    from redis.connection import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        return f"URL is not a valid {scheme}:// URL: {exc}"
+    return None
+
+
+def _check_cache(alias: Any) -> str | None:
+    """Return why ``alias`` is not a usable django_redis cache alias, or None."""
+    from django.conf import settings
+
+    if not isinstance(alias, str):
+        return f"CACHE must be a cache alias (a string), got {type(alias).__name__}"
+    caches = getattr(settings, "CACHES", {}) or {}
+    if alias not in caches:
+        return f"CACHE names {alias!r}, which is not in settings.CACHES"
+    backend = caches[alias].get("BACKEND", "")
+    if not isinstance(backend, str) or not backend.startswith("django_redis."):
+        return (
+            f"CACHE names {alias!r}, whose BACKEND {backend!r} is not django_redis "
+            "(for example django_redis.cache.RedisCache)"
+        )
+    return None
+
+
+def validate(raw: Any) -> list[tuple[str, str, str]]:
+    """Check a raw ``ECHOMQ`` value without raising.
+
+    ``raw`` is the setting as written (normally a dict). Returns a list of
+    ``(check_id, key, message)`` problems, empty when valid; ``check_id`` is one
+    of the stable ids in this module's docstring, ``key`` the offending setting
+    key ("" for the setting as a whole). Reads ``settings.CACHES`` for CACHE.
+    """
+    if not isinstance(raw, dict):
+        return [
+            ("echomq.E001", "", f"ECHOMQ must be a dict, got {type(raw).__name__}")
+        ]
+    problems: list[tuple[str, str, str]] = []
+    known = ", ".join(sorted(KNOWN_KEYS))
+    for key in raw:
+        if key not in KNOWN_KEYS:
+            close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            problems.append(
+                (
+                    "echomq.E002",
+                    str(key),
+                    f"ECHOMQ has unknown key {key!r}{hint}; known keys: {known}",
+                )
+            )
+
+    url, cache = raw.get("URL"), raw.get("CACHE")
+    if url is not None and cache is not None:
+        problems.append(
+            ("echomq.E003", "URL", "URL and CACHE are both set; set exactly one")
+        )
+    if url is not None:
+        why = _check_url(url)
+        if why:
+            problems.append(("echomq.E004", "URL", why))
+    if cache is not None:
+        why = _check_cache(cache)
+        if why:
+            problems.append(("echomq.E005", "CACHE", why))
+
+    for key, (_default, low, high, rule) in _INT_RULES.items():
+        if key not in raw:
+            continue
+        value = raw[key]
+        if not _is_int(value) or value < low or (high is not None and value > high):
+            problems.append(
+                ("echomq.E006", key, f"{key} must be {rule}, got {value!r}")
+            )
+
+    if "QUEUES" in raw:
+        queues = raw["QUEUES"]
+        if not isinstance(queues, (list, tuple)) or not queues:
+            problems.append(
+                (
+                    "echomq.E007",
+                    "QUEUES",
+                    f"QUEUES must be a non-empty list of queue names, got {queues!r}",
+                )
+            )
+        else:
+            for name in _unique(queues):
+                try:
+                    validate_queue_name(name)
+                except ValueError as exc:
+                    problems.append(("echomq.E007", "QUEUES", f"QUEUES: {exc}"))
+            dupes = sorted({q for q in queues if isinstance(q, str) and queues.count(q) > 1})
+            if dupes:
+                problems.append(
+                    ("echomq.E007", "QUEUES", f"QUEUES lists {dupes} more than once")
+                )
+
+    if "CONNECTION_KWARGS" in raw and not isinstance(raw["CONNECTION_KWARGS"], dict):
+        problems.append(
+            (
+                "echomq.E008",
+                "CONNECTION_KWARGS",
+                "CONNECTION_KWARGS must be a dict, got "
+                f"{type(raw['CONNECTION_KWARGS']).__name__}",
+            )
+        )
+    if "SCHEDULES" in raw and not isinstance(raw["SCHEDULES"], dict):
+        problems.append(
+            (
+                "echomq.E009",
+                "SCHEDULES",
+                f"SCHEDULES must be a dict, got {type(raw['SCHEDULES']).__name__}",
+            )
+        )
+    if "EMBEDDED_DIR" in raw and not isinstance(raw["EMBEDDED_DIR"], (str, os.PathLike)):
+        problems.append(
+            (
+                "echomq.E010",
+                "EMBEDDED_DIR",
+                "EMBEDDED_DIR must be a path (str or os.PathLike), got "
+                f"{type(raw['EMBEDDED_DIR']).__name__}",
+            )
+        )
+    if "PRUNE_SCHEDULES" in raw and not isinstance(raw["PRUNE_SCHEDULES"], bool):
+        problems.append(
+            (
+                "echomq.E010",
+                "PRUNE_SCHEDULES",
+                f"PRUNE_SCHEDULES must be a bool, got {raw['PRUNE_SCHEDULES']!r}",
+            )
+        )
+    return problems
+
+
+def _unique(items: Any) -> list:
+    """``items`` in order without repeats (unhashable items compared by equality)."""
+    seen: list = []
+    for item in items:
+        if item not in seen:
+            seen.append(item)
+    return seen
+
+
+def _tupleize(value: Any) -> Any:
+    """Turn nested lists into tuples, so a policy from settings is hashable."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_tupleize(v) for v in value)
+    return value
+
+
+def _default_embedded_dir() -> str:
+    from django.conf import settings
+
+    base_dir = getattr(settings, "BASE_DIR", None)
+    if base_dir is not None:
+        return os.path.join(os.fspath(base_dir), ".echomq")
+    return os.path.join(os.getcwd(), ".echomq")
+
+
+def _build(raw: dict) -> Config:
+    url, cache = raw.get("URL"), raw.get("CACHE")
+    if url is None and cache is None:
+        url = "embedded"
+    embedded_dir = raw.get("EMBEDDED_DIR")
+    embedded_dir = (
+        os.path.abspath(os.fspath(embedded_dir))
+        if embedded_dir is not None
+        else _default_embedded_dir()
+    )
+    ints = {key.lower(): raw.get(key, rule[0]) for key, rule in _INT_RULES.items()}
+    return Config(
+        url=url,
+        cache=cache,
+        connection_kwargs=dict(raw.get("CONNECTION_KWARGS", {})),
+        queues=tuple(raw.get("QUEUES", ("default",))),
+        backoff=_tupleize(raw.get("BACKOFF", DEFAULT_BACKOFF)),
+        embedded_dir=embedded_dir,
+        schedules=dict(raw.get("SCHEDULES", {})),
+        prune_schedules=raw.get("PRUNE_SCHEDULES", False),
+        **ints,
+    )
+
+
+_MISSING = object()
+_lock = threading.Lock()
+_config: Config | None = None
+
+
+def get_config() -> Config:
+    """Return the validated :class:`Config` for ``settings.ECHOMQ``.
+
+    Reads the setting on first call (an absent setting means all defaults) and
+    caches the result until ``setting_changed`` fires for ECHOMQ, CACHES or
+    BASE_DIR. Raises :class:`~echomq_django.exceptions.ConfigurationError`
+    naming every offending key, its rule and check id.
+    """
+    global _config
+    config = _config
+    if config is not None:
+        return config
+    from django.conf import settings
+
+    with _lock:
+        if _config is None:
+            raw = getattr(settings, "ECHOMQ", _MISSING)
+            if raw is _MISSING:
+                raw = {}
+            problems = validate(raw)
+            if problems:
+                detail = "; ".join(f"{msg} ({cid})" for cid, _key, msg in problems)
+                raise ConfigurationError(f"settings.ECHOMQ is invalid: {detail}")
+            _config = _build(raw)
+        return _config
+
+
+def clear_config_cache() -> None:
+    """Forget the cached :class:`Config`; the next :func:`get_config` re-reads settings."""
+    global _config
+    with _lock:
+        _config = None
+
+
+@receiver(setting_changed)
+def _on_setting_changed(setting: str, **kwargs: Any) -> None:
+    # CACHES decides whether CACHE is valid and BASE_DIR the default
+    # EMBEDDED_DIR, so either change can change the Config too.
+    if setting in ("ECHOMQ", "CACHES", "BASE_DIR"):
+        clear_config_cache()

@@ -1,0 +1,33 @@
+"""System checks for the ``ECHOMQ`` setting (tag ``echomq``).
+
+Usage: ``manage.py check`` runs them; ``manage.py check --tag echomq`` runs
+only these. Each problem :func:`echomq_django.conf.validate` finds becomes a
+``django.core.checks.Error`` with its stable id (``echomq.E001`` ...
+``echomq.E010``; the list is in :mod:`echomq_django.conf`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.checks import Error, register
+
+from .conf import validate
+
+__all__ = ["check_settings"]
+
+_MISSING = object()
+
+
+@register("echomq")
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """Return one Error per problem in ``settings.ECHOMQ`` (empty when valid or absent)."""
+    from django.conf import settings
+
+    raw = getattr(settings, "ECHOMQ", _MISSING)
+    if raw is _MISSING:
+        return []
+    return [
+        Error(message, obj=f"settings.ECHOMQ[{key!r}]" if key else "settings.ECHOMQ", id=check_id)
+        for check_id, key, message in validate(raw)
+    ]

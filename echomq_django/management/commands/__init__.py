@@ -1,0 +1,1 @@
+"""manage.py commands: echomq_server, runechomq."""

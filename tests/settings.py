@@ -1,0 +1,62 @@
+"""Minimal Django settings for the echomq-django test suite."""
+
+import importlib.util
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+
+SECRET_KEY = "echomq-django-tests-only"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "echomq_django",
+]
+# tests/testapp (jobs used by the tests) is added by another part of the suite;
+# include it only once it exists.
+if importlib.util.find_spec("tests.testapp") is not None:
+    INSTALLED_APPS.append("tests.testapp")
+
+if importlib.util.find_spec("tests.urls") is not None:
+    ROOT_URLCONF = "tests.urls"
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+STATIC_URL = "/static/"
+
+# tests/conftest.py starts a Valkey server (or uses ECHOMQ_TEST_URL), sets
+# this setting to its URL for the pytest session and exports it as
+# ECHOMQ_TEST_SERVER_URL, which subprocesses (runechomq) read here. Without it
+# the URL points at a port where nothing listens, so a stray process fails
+# loudly instead of touching a real server.
+ECHOMQ = {"URL": os.environ.get("ECHOMQ_TEST_SERVER_URL", "redis://127.0.0.1:1/0")}

@@ -226,7 +226,7 @@ class Jobs:
         ks = Keyspace(queue)
         _check_str("consumer", consumer)
         _check_int("lease_ms", lease_ms, 1)
-        reply = scripts.run(self.conn, "claim", [ks.pending, ks.active, ks.token, ks.wake],
+        reply = scripts.run(self.conn, "claim", [ks.pending, ks.active, ks.token, ks.wake, ks.beat],
                             [ks.base, consumer, lease_ms, WAKE_CAP])
         if reply is None:
             return None

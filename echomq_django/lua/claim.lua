@@ -3,6 +3,8 @@
 -- KEYS[2] active   emq:{q}:active (score = lease deadline ms)
 -- KEYS[3] token    emq:{q}:token (fencing token counter)
 -- KEYS[4] wake     emq:{q}:wake
+-- KEYS[5] beat     emq:{q}:beat, wakes the metronome when this lease is the
+--                  earliest deadline (so reap runs on time)
 -- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
 -- ARGV[2] consumer a name for the holder (host:pid:thread)
 -- ARGV[3] lease_ms the lease length
@@ -32,7 +34,11 @@ for _ = 1, 100 do
     local attempts = redis.call('HINCRBY', row, 'attempts', 1)
     redis.call('HSET', row, 'state', 'active', 'token', token, 'consumer', ARGV[2],
       'lease_until_ms', deadline, 'started_at_ms', now)
+    local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
     redis.call('ZADD', KEYS[2], deadline, id)
+    if head[2] == nil or deadline < tonumber(head[2]) then
+      signal(KEYS[5], 1, 1)
+    end
     -- Chain the wake-up: while work remains, wake one more idle consumer.
     if redis.call('ZCARD', KEYS[1]) > 0 then
       signal(KEYS[4], 1, tonumber(ARGV[4]))

@@ -44,3 +44,7 @@ class UnknownJobError(EchoMQError, LookupError):
 
 class PayloadError(EchoMQError, TypeError):
     """A job's arguments cannot become the JSON payload (not JSON, or too large)."""
+
+
+class PayloadTooLargeError(EchoMQError, ValueError):
+    """A job's JSON payload is larger than ``ECHOMQ["MAX_PAYLOAD_BYTES"]``."""

@@ -273,6 +273,17 @@ class Jobs:
                            [job_id, _check_str("token", token), _check_str("reason", reason),
                             str(error), ks.base, dead_ttl_ms, dead_max])
 
+    def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
+        """Push the lease held by ``token`` to server now + ``lease_ms``.
+
+        Returns the new deadline (server ms). Raises StaleTokenError when
+        ``token`` no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        _check_int("lease_ms", lease_ms, 1)
+        return scripts.run(self.conn, "extend", [ks.job(job_id), ks.active, ks.beat],
+                           [job_id, _check_str("token", token), lease_ms])
+
     def release(self, queue: str, job_id: str, token: str) -> None:
         """Hand the job held by ``token`` back to ``pending``, giving back its attempt.
 

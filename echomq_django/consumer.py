@@ -1,0 +1,242 @@
+"""The consumer: claim -> run -> ack, retry or dead, in N threads.
+
+Each thread claims from its queues in the order given (the first queue is
+served first), runs the registered handler, and records the outcome through
+the atomic scripts of :class:`~echomq_django.jobs.Jobs`:
+
+- the handler returns: ``ack`` (the JSON return value is kept as the result);
+- it raises and attempts < max_attempts: ``retry`` after
+  ``Backoff.delay_ms(policy, attempts)``;
+- it raises on the last attempt: ``dead`` with reason "failed" and the traceback;
+- the payload names a job this process did not register, or is not an
+  envelope: ``dead`` at once (never an import of an arbitrary module).
+
+Idle threads block on the queues' wake lists (BLPOP), never busy-poll.
+Django database connections are reset around each job. See docs/protocol.md
+("Consumer") for the outcomes and the shutdown hand-back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+from django.db import close_old_connections
+
+from . import payload, registry
+from .backoff import Backoff
+from .context import JobContext
+from .exceptions import StaleTokenError
+from .jobs import Claim, Jobs
+from .keyspace import Keyspace
+
+log = logging.getLogger("echomq.consumer")
+
+#: How long an idle thread blocks on the wake lists before it re-checks stop.
+IDLE_BLOCK_S = 1.0
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long finished rows are kept (ms) and how many dead letters."""
+
+    result_ttl_ms: int
+    dead_ttl_ms: int
+    dead_max: int
+
+
+class Consumer:
+    """Run jobs from ``queues`` in ``concurrency`` threads of this process.
+
+    Args:
+        conn: a redis-py client.
+        queues: queue names, served in order.
+        concurrency: threads (>= 1).
+        lease_ms: the lease taken at claim; a job's own ``lease_ms`` extends it.
+        retention: see :class:`Retention`.
+        burst: each thread exits once no queue has a ready job.
+        max_jobs: stop claiming after this many jobs in this process (None: no limit).
+        stop: set it to stop claiming; running handlers finish.
+    """
+
+    def __init__(self, conn, queues, *, concurrency: int, lease_ms: int, retention: Retention,
+                 burst: bool = False, max_jobs: int | None = None,
+                 stop: threading.Event | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.jobs = Jobs(conn)
+        self.conn = conn
+        self.queues = list(queues)
+        self.wake_keys = [Keyspace(q).wake for q in self.queues]
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.retention = retention
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.stop = stop or threading.Event()
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self._threads: list[threading.Thread] = []
+        self._inflight: dict[int, Claim] = {}
+        self._lock = threading.Lock()
+        self.processed = 0
+
+    # -- lifecycle -------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the threads (daemons: a process that must exit is not held)."""
+        for index in range(self.concurrency):
+            thread = threading.Thread(target=self._loop, args=(f"{self.name}:{index}",),
+                                      name=f"echomq-consumer-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def alive(self) -> bool:
+        """True while any thread runs."""
+        return any(t.is_alive() for t in self._threads)
+
+    def busy(self) -> int:
+        """How many threads are running a handler now."""
+        with self._lock:
+            return len(self._inflight)
+
+    def shutdown(self, grace_s: float) -> int:
+        """Stop claiming, wait up to ``grace_s`` for running handlers, then hand
+        every unfinished lease back to pending (``release``). Returns how many
+        leases were handed back."""
+        self.stop.set()
+        deadline = time.monotonic() + grace_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            left = list(self._inflight.values())
+        released = 0
+        for claim in left:
+            try:
+                self.jobs.release(claim.queue, claim.job_id, claim.token)
+                released += 1
+                log.warning("job %s handed back to pending (shutdown before it finished)",
+                            claim.job_id)
+            except StaleTokenError:
+                pass  # It finished, or its lease was reaped, in the meantime.
+        return released
+
+    # -- the loop ----------------------------------------------------------
+
+    def _claim_any(self, consumer: str) -> Claim | None:
+        for queue in self.queues:
+            claim = self.jobs.claim(queue, consumer, self.lease_ms)
+            if claim is not None:
+                return claim
+        return None
+
+    def _take_slot(self) -> bool:
+        """Count a job against max_jobs; False once the limit is reached."""
+        with self._lock:
+            if self.max_jobs is not None and self.processed >= self.max_jobs:
+                return False
+            self.processed += 1
+            if self.max_jobs is not None and self.processed >= self.max_jobs:
+                self.stop.set()
+            return True
+
+    def _loop(self, consumer: str) -> None:
+        while not self.stop.is_set():
+            try:
+                claim = self._claim_any(consumer)
+                if claim is None:
+                    if self.burst:
+                        return
+                    self.conn.blpop(self.wake_keys, timeout=IDLE_BLOCK_S)
+                    continue
+            except Exception:  # noqa: BLE001 - a lost connection must not kill the thread
+                log.exception("claim failed; retrying in 1 s")
+                self.stop.wait(1.0)
+                continue
+            with self._lock:
+                self._inflight[threading.get_ident()] = claim
+            try:
+                self.run_claim(claim)
+            finally:
+                with self._lock:
+                    self._inflight.pop(threading.get_ident(), None)
+                if not self._take_slot():
+                    return
+
+    # -- one job -----------------------------------------------------------
+
+    def run_claim(self, claim: Claim) -> str:
+        """Run one claimed job and record its outcome; returns the outcome word
+        (done, retry, dead, stale)."""
+        started = time.monotonic()
+        path = "?"
+        try:
+            path, args, kwargs, extra = payload.decode(claim.payload)
+        except ValueError as err:
+            return self._finish(claim, path, started, "dead", reason="bad payload", error=str(err))
+        fn = registry.lookup(path)
+        if fn is None:
+            return self._finish(claim, path, started, "dead", reason="unknown job",
+                                error=f"no @job registered at {path!r} in this worker")
+        max_attempts, policy, lease_ms = fn.effective()
+        if lease_ms != self.lease_ms:
+            try:
+                self.jobs.extend(claim.queue, claim.job_id, claim.token, lease_ms)
+            except StaleTokenError:
+                return self._finish(claim, path, started, "stale")
+        if fn.context:
+            kwargs = dict(kwargs, context=JobContext(
+                queue=claim.queue, job_id=claim.job_id, attempt=claim.attempts,
+                token=claim.token, lease_deadline_ms=claim.lease_deadline_ms,
+                scheduled_for_ms=extra.get("scheduled_for"), missed=extra.get("missed", 0),
+                extra=extra))
+        close_old_connections()
+        try:
+            result = fn.fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - every handler failure is an outcome
+            error = traceback.format_exc()
+            if claim.attempts >= max_attempts:
+                return self._finish(claim, path, started, "dead", reason="failed", error=error)
+            delay_ms = Backoff.delay_ms(policy, claim.attempts)
+            return self._finish(claim, path, started, "retry", delay_ms=delay_ms, error=error)
+        finally:
+            close_old_connections()
+        return self._finish(claim, path, started, "done", result=result)
+
+    def _finish(self, claim: Claim, path: str, started: float, outcome: str, *,
+                reason: str = "", error: str = "", delay_ms: int = 0, result=None) -> str:
+        detail = ""
+        try:
+            if outcome == "done":
+                try:
+                    self.jobs.ack(claim.queue, claim.job_id, claim.token, result,
+                                  keep_ms=self.retention.result_ttl_ms)
+                except TypeError:
+                    log.warning("job %s returned a value that is not JSON; it is not kept",
+                                claim.job_id)
+                    self.jobs.ack(claim.queue, claim.job_id, claim.token, None,
+                                  keep_ms=self.retention.result_ttl_ms)
+            elif outcome == "retry":
+                self.jobs.retry(claim.queue, claim.job_id, claim.token, delay_ms, error)
+                detail = f" in {delay_ms} ms: {_last_line(error)}"
+            elif outcome == "dead":
+                self.jobs.dead(claim.queue, claim.job_id, claim.token, reason, error,
+                               dead_ttl_ms=self.retention.dead_ttl_ms,
+                               dead_max=self.retention.dead_max)
+                detail = f" ({reason}): {_last_line(error)}"
+        except StaleTokenError:
+            outcome, detail = "stale", " (the lease was lost: another worker owns the job now)"
+        elapsed_ms = (time.monotonic() - started) * 1000
+        level = logging.INFO if outcome in ("done", "retry") else logging.WARNING
+        log.log(level, "job %s %s attempt %d -> %s%s [%.1f ms]", claim.job_id, path,
+                claim.attempts, outcome, detail, elapsed_ms)
+        return outcome
+
+
+def _last_line(error: str) -> str:
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

@@ -1,0 +1,56 @@
+"""``./manage.py runechomq [queue ...]``: consumers and the metronome in one command."""
+
+import logging
+
+from django.core.management.base import BaseCommand, CommandError
+
+from echomq_django.conf import get_config
+from echomq_django.keyspace import validate_queue_name
+from echomq_django.worker import Worker, WorkerOptions
+
+LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
+
+
+def positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+class Command(BaseCommand):
+    help = ("Run EchoMQ consumers and the metronome (promote, reap, recurrences) for the "
+            "given queues (default: ECHOMQ['QUEUES']). Stop with SIGTERM or Ctrl-C.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("queues", nargs="*", help="queues to serve, first served first")
+        parser.add_argument("--concurrency", type=positive, default=4,
+                            help="handler threads per consumer process (default 4)")
+        parser.add_argument("--processes", type=positive, default=1,
+                            help="forked consumer processes, each with --concurrency threads")
+        parser.add_argument("--burst", action="store_true",
+                            help="promote once, run what is ready, then exit 0")
+        parser.add_argument("--max-jobs", type=positive, default=None,
+                            help="exit after this many jobs (per consumer process)")
+        parser.add_argument("--lease-ms", type=positive, default=None,
+                            help="lease taken at claim (default ECHOMQ['LEASE_MS'])")
+        role = parser.add_mutually_exclusive_group()
+        role.add_argument("--without-metronome", action="store_true",
+                          help="consumers only (another process runs the metronome)")
+        role.add_argument("--metronome-only", action="store_true",
+                          help="the metronome only: promote, reap, recurrences; no consumers")
+
+    def handle(self, *args, **options):
+        level = LEVELS.get(options["verbosity"], logging.INFO)
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("echomq").setLevel(level)
+        try:
+            queues = [validate_queue_name(q) for q in options["queues"]] or list(get_config().queues)
+        except ValueError as err:
+            raise CommandError(str(err)) from None
+        worker = Worker(WorkerOptions(
+            queues=queues, concurrency=options["concurrency"], processes=options["processes"],
+            burst=options["burst"], metronome=not options["without_metronome"],
+            consumers=not options["metronome_only"], max_jobs=options["max_jobs"],
+            lease_ms=options["lease_ms"]))
+        worker.run()

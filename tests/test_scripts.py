@@ -1,0 +1,335 @@
+"""scripts: Lua headers, the loader's key/arg checks, NOSCRIPT reload, error codes, base roots."""
+
+import os
+import re
+import time
+
+import pytest
+import redis
+
+from echomq_django import exceptions, scripts
+from echomq_django.ids import BrandedId
+from echomq_django.jobs import WAKE_CAP, Jobs
+from echomq_django.keyspace import Keyspace
+
+#: The protocol's scripts; others may be added, these may not go missing.
+PROTOCOL_SCRIPTS = ["ack", "claim", "dead", "enqueue", "horizon", "promote", "reap", "release",
+                    "retry", "schedule"]
+SCRIPTS = scripts.script_names()
+#: KEYS header labels that name a Keyspace attribute (``job`` is ``ks.job(id)``).
+KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "token", "wake", "beat", "job"}
+
+
+def _snapshot(client: redis.Redis, *patterns: str) -> dict:
+    """Every key matching ``patterns`` with its type and full content."""
+    state = {}
+    for pattern in patterns:
+        for key in client.scan_iter(match=pattern, count=1000):
+            kind = client.type(key)
+            if kind == "hash":
+                value = client.hgetall(key)
+            elif kind == "zset":
+                value = client.zrange(key, 0, -1, withscores=True)
+            elif kind == "list":
+                value = client.lrange(key, 0, -1)
+            else:
+                value = client.get(key)
+            state[key] = (kind, value)
+    return state
+
+
+def keys_for(name: str, ks: Keyspace, job_id: str | None = None) -> list[str]:
+    """The keys ``name``'s header names, built from the Keyspace."""
+    return [ks.job(job_id) if label == "job" else getattr(ks, label)
+            for label in scripts.source(name).keys]
+
+
+def _queue_pattern(queue: str) -> str:
+    return f"emq:{{{queue}}}:*"
+
+
+# -- headers -------------------------------------------------------------
+
+
+def test_script_names_include_the_protocol_scripts():
+    assert set(PROTOCOL_SCRIPTS) <= set(SCRIPTS)
+    assert SCRIPTS == sorted(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_header_parses_and_names_keyspace_keys(name):
+    src = scripts.source(name)
+    assert src.name == name
+    assert src.keys, f"{name}.lua names no KEYS"
+    assert set(src.keys) <= KEY_LABELS, src.keys
+    assert len(set(src.keys)) == len(src.keys)
+    assert len(set(src.argv)) == len(src.argv)
+    # Includes are expanded; none is left for the server to choke on.
+    assert "@include" not in src.text
+    # The body uses no KEYS index beyond the header's (nor an ARGV one).
+    body = "\n".join(line for line in src.text.splitlines() if not line.startswith("--"))
+    used_keys = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", body)}
+    used_argv = {int(n) for n in re.findall(r"ARGV\[(\d+)\]", body)}
+    assert used_keys <= set(range(1, len(src.keys) + 1)), (name, used_keys)
+    assert used_argv <= set(range(1, len(src.argv) + 1)), (name, used_argv)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_script_compiles_on_the_server(redis_client, name):
+    sha = redis_client.script_load(scripts.source(name).text)
+    assert redis_client.script_exists(sha) == [True]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_scripts_that_derive_row_keys_take_and_check_the_base_root(name):
+    # Any key built inside Lua must come from ARGV base, and the base must be
+    # checked against a declared key (the hash-slot guarantee).
+    src = scripts.source(name)
+    raw = scripts._read(f"{name}.lua")
+    builds_keys = ".. 'job:' .." in raw or "base .. " in raw
+    if builds_keys:
+        assert "base" in src.argv
+        assert "@include base" in raw
+        assert "check_base(" in raw.split("@include base", 1)[1]
+    else:
+        assert "base" not in src.argv
+
+
+def test_header_out_of_order_is_rejected(tmp_path, monkeypatch):
+    text = "-- KEYS[1] a\n-- KEYS[3] c\nreturn 1\n"
+    monkeypatch.setattr(scripts, "_read", lambda relative: text)
+    scripts.source.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"header KEYS\[3\] is out of order"):
+            scripts.source("broken")
+    finally:
+        scripts.source.cache_clear()
+
+
+# -- the loader's checks -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "keys_delta, args_delta",
+    [(-1, 0), (1, 0), (0, -1), (0, 1)],
+)
+def test_key_or_arg_count_mismatch_raises_type_error_and_writes_nothing(
+    conn, redis_client, queue, keys_delta, args_delta
+):
+    ks = Keyspace(queue)
+    job_id = BrandedId.generate()
+    keys = [ks.job(job_id), ks.pending, ks.wake, ks.token][: 3 + keys_delta]
+    args = [job_id, "{}", WAKE_CAP, "extra"][: 3 + args_delta]
+    with pytest.raises(TypeError, match=r"enqueue\.lua takes KEYS \['job', 'pending', 'wake'\]"):
+        scripts.run(conn, "enqueue", keys, args)
+    assert _snapshot(redis_client, _queue_pattern(queue)) == {}
+
+
+def test_run_returns_str_not_bytes(conn, queue):
+    ks = Keyspace(queue)
+    job_id = BrandedId.generate()
+    Jobs(conn).enqueue(queue, job_id, '{"a": 1}')
+    reply = scripts.run(conn, "claim", keys_for("claim", ks), [ks.base, "me", 1000, WAKE_CAP])
+    assert reply[0] == job_id
+    assert all(not isinstance(part, bytes) for part in reply)
+
+
+def test_unknown_script_raises_file_not_found(conn):
+    with pytest.raises(FileNotFoundError):
+        scripts.run(conn, "no_such_script", [], [])
+
+
+# -- every Jobs method passes the keys its script's header names ----------
+
+
+def test_jobs_methods_pass_exactly_the_header_keys_in_order(conn, queue, monkeypatch):
+    calls = []
+    real_run = scripts.run
+
+    def recording_run(client, name, keys, args):
+        calls.append((name, list(keys), list(args)))
+        return real_run(client, name, keys, args)
+
+    monkeypatch.setattr(scripts, "run", recording_run)
+    jobs = Jobs(conn)
+    ks = Keyspace(queue)
+    a, b, c, d = (BrandedId.generate() for _ in range(4))
+
+    jobs.enqueue(queue, a, "{}")
+    jobs.enqueue(queue, b, "{}")
+    jobs.enqueue(queue, c, "{}")
+    jobs.enqueue_at(queue, d, "{}", 0)
+    jobs.enqueue_in(queue, BrandedId.generate(), "{}", 60_000)
+    jobs.promote(queue)
+    first = jobs.claim(queue, "w1", 60_000)
+    jobs.ack(queue, first.job_id, first.token, {"ok": True})
+    second = jobs.claim(queue, "w1", 60_000)
+    jobs.retry(queue, second.job_id, second.token, 60_000, "boom")
+    third = jobs.claim(queue, "w1", 60_000)
+    jobs.dead(queue, third.job_id, third.token, "failed", "boom")
+    fourth = jobs.claim(queue, "w1", 60_000)
+    if "extend" in SCRIPTS:
+        jobs.extend(queue, fourth.job_id, fourth.token, 90_000)
+    jobs.release(queue, fourth.job_id, fourth.token)
+    jobs.reap(queue)
+    jobs.horizon(queue)
+
+    assert {name for name, _, _ in calls} == set(SCRIPTS)
+    for name, keys, args in calls:
+        src = scripts.source(name)
+        job_id = args[src.argv.index("job_id")] if "job_id" in src.argv else None
+        assert keys == keys_for(name, ks, job_id), name
+        assert len(args) == len(src.argv), name
+        if "base" in src.argv:
+            assert args[src.argv.index("base")] == ks.base, name
+        if "wake_cap" in src.argv:
+            assert args[src.argv.index("wake_cap")] == WAKE_CAP, name
+
+
+# -- NOSCRIPT reload -----------------------------------------------------
+
+
+@pytest.mark.skipif(bool(os.environ.get("ECHOMQ_TEST_URL")),
+                    reason="SCRIPT FLUSH only on the server this suite started")
+def test_noscript_after_script_flush_reloads(conn, redis_client, queue):
+    jobs = Jobs(conn)
+    jobs.enqueue(queue, BrandedId.generate(), "{}")
+    sha = scripts._script(conn, "enqueue").sha
+    assert redis_client.script_exists(sha) == [True]
+    redis_client.script_flush()
+    assert redis_client.script_exists(sha) == [False]
+    job_id = BrandedId.generate()
+    assert jobs.enqueue(queue, job_id, "{}") == "enqueued"
+    assert redis_client.script_exists(sha) == [True]
+    assert redis_client.hget(Keyspace(queue).job(job_id), "state") == "pending"
+
+
+# -- error codes ---------------------------------------------------------
+
+
+def _server_error(client: redis.Redis, message: str) -> redis.ResponseError:
+    with pytest.raises(redis.ResponseError) as info:
+        client.eval("return redis.error_reply(ARGV[1])", 0, message)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "code, cls",
+    [
+        ("EMQKIND", exceptions.KindError),
+        ("EMQSTALE", exceptions.StaleTokenError),
+        ("EMQSTATE", exceptions.StateError),
+        ("EMQNOJOB", exceptions.NoSuchJobError),
+        ("EMQKEY", ValueError),
+        ("EMQARG", ValueError),
+    ],
+)
+def test_error_codes_map_to_exceptions(redis_client, code, cls):
+    assert scripts.ERROR_CODES[code] is cls
+    translated = scripts.translate(_server_error(redis_client, f"{code} what went wrong"))
+    assert type(translated) is cls
+    assert str(translated) == "what went wrong"
+
+
+def test_error_code_table_is_complete():
+    assert set(scripts.ERROR_CODES) == {"EMQKIND", "EMQSTALE", "EMQSTATE", "EMQNOJOB",
+                                        "EMQKEY", "EMQARG"}
+
+
+def test_domain_exceptions_share_the_root():
+    for code, cls in scripts.ERROR_CODES.items():
+        if cls is not ValueError:
+            assert issubclass(cls, exceptions.EchoMQError), code
+
+
+def test_unknown_error_is_returned_unchanged(redis_client):
+    err = _server_error(redis_client, "WHATEVER something")
+    assert scripts.translate(err) is err
+    bare = _server_error(redis_client, "EMQKIND")
+    translated = scripts.translate(bare)
+    assert type(translated) is exceptions.KindError
+
+
+def test_run_raises_the_mapped_exception_from_a_real_script(conn, queue):
+    ks = Keyspace(queue)
+    job_id = BrandedId.generate("USR")
+    with pytest.raises(exceptions.KindError, match="job id must be JOB-namespaced"):
+        scripts.run(conn, "enqueue", [ks.job(job_id), ks.pending, ks.wake], [job_id, "{}", 1])
+    with pytest.raises(exceptions.StaleTokenError, match="job row does not exist"):
+        job_id = BrandedId.generate()
+        scripts.run(conn, "ack", [ks.job(job_id), ks.active], [job_id, "1", "", 1000])
+
+
+def test_other_server_errors_pass_through_as_redis_errors(conn, redis_client, queue):
+    ks = Keyspace(queue)
+    redis_client.set(ks.pending, "not a zset")
+    job_id = BrandedId.generate()
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        Jobs(conn).enqueue(queue, job_id, "{}")
+
+
+# -- the base root must be the queue's own --------------------------------
+
+
+def _wrong_bases(queue: str) -> list[str]:
+    ks = Keyspace(queue)
+    return [
+        "emq:{other-queue}:",     # another queue's root: another hash slot
+        "",                       # a prefix of every key, no hash tag at all
+        "emq:",                   # a prefix of the key, but drops the tag
+        "emq:{",                  # ditto
+        ks.base[:-1],             # "emq:{q}": the tag without the separator
+        ks.base + "p",            # a prefix of ".../pending" but not the root
+        "emq:{" + queue[:-1],     # a shorter tag: another queue's slot
+    ]
+
+
+def _base_cases(jobs: Jobs, queue: str):
+    """(script, keys, args builder) for each script that takes a base root,
+    with the queue set up so a run would change something."""
+    ks = Keyspace(queue)
+    scheduled = BrandedId.generate()
+    jobs.enqueue_at(queue, scheduled, "{}", 0)           # due now: promote would move it
+    held = BrandedId.generate()
+    jobs.enqueue(queue, held, "{}")
+    claim = jobs.claim(queue, "w", 1)                   # 1 ms lease: reap would take it
+    assert claim.job_id == held
+    waiting = BrandedId.generate()
+    jobs.enqueue(queue, waiting, "{}")
+    dying = jobs.claim(queue, "w", 60_000)              # dead would end it
+    assert dying.job_id == waiting
+    spare = BrandedId.generate()
+    jobs.enqueue(queue, spare, "{}")                    # claim would pop it
+    return {
+        "promote": (keys_for("promote", ks), lambda base: [base, 1000, WAKE_CAP]),
+        "reap": (keys_for("reap", ks), lambda base: [base, 1000, WAKE_CAP]),
+        "claim": (keys_for("claim", ks), lambda base: [base, "w", 60_000, WAKE_CAP]),
+        "dead": (keys_for("dead", ks, dying.job_id),
+                 lambda base: [dying.job_id, dying.token, "failed", "err", base, 60_000, 1]),
+    }, [scheduled, held, waiting, spare]
+
+
+def test_the_scripts_taking_a_base_are_the_ones_tested_here():
+    assert [n for n in SCRIPTS if "base" in scripts.source(n).argv] == [
+        "claim", "dead", "promote", "reap"]
+
+
+@pytest.mark.parametrize("name", ["claim", "dead", "promote", "reap"])
+def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
+    conn, redis_client, queue, name
+):
+    jobs = Jobs(conn)
+    cases, ids = _base_cases(jobs, queue)
+    time.sleep(0.01)  # let the 1 ms lease lapse, so a right-base reap has work
+    keys, build_args = cases[name]
+    before = _snapshot(redis_client, _queue_pattern(queue))
+    for base in _wrong_bases(queue):
+        with pytest.raises(ValueError, match="base root") as info:
+            scripts.run(conn, name, keys, build_args(base))
+        assert not isinstance(info.value, exceptions.KindError)
+        assert _snapshot(redis_client, _queue_pattern(queue)) == before, base
+        for job_id in ids:
+            assert redis_client.exists(base + "job:" + job_id) == 0
+    # The right base does work, so the refusal above was about the base alone.
+    scripts.run(conn, name, keys, build_args(Keyspace(queue).base))
+    assert _snapshot(redis_client, _queue_pattern(queue)) != before

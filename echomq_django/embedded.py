@@ -44,6 +44,8 @@ import time
 from typing import Any, Iterator
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .exceptions import EmbeddedServerError
 
@@ -104,6 +106,7 @@ def _server_info(port: int, timeout_s: float = 1.0) -> dict | None:
         port=port,
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),
     )
     try:
         client.ping()
@@ -307,7 +310,14 @@ def stop(data_dir: str | os.PathLike) -> bool:
         stopped = False
         if _live(state) is not None:
             pid = state["pid"]
-            client = redis.Redis(host="127.0.0.1", port=state["port"], socket_timeout=STOP_TIMEOUT_S)
+            # No retries: the connection drops when SHUTDOWN succeeds, and
+            # redis-py's default retry would spend seconds reconnecting.
+            client = redis.Redis(
+                host="127.0.0.1",
+                port=state["port"],
+                socket_timeout=STOP_TIMEOUT_S,
+                retry=Retry(NoBackoff(), 0),
+            )
             try:
                 client.shutdown()
             except redis.RedisError:

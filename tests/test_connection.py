@@ -1,0 +1,118 @@
+"""connection: URL forms, CACHE pool sharing, caching, fork safety; all on real servers."""
+
+import os
+import uuid
+
+import django_redis
+import pytest
+import redis
+from django.core.cache import caches
+from django.test import override_settings
+
+from echomq_django.connection import get_connection, reset_connection
+from echomq_django.exceptions import ConfigurationError
+
+
+def test_redis_url_reaches_the_test_server(conn, redis_client, valkey_url, queue):
+    assert conn is get_connection()  # one client per process
+    kwargs = conn.connection_pool.connection_kwargs
+    assert f"{kwargs['host']}:{kwargs['port']}" in valkey_url
+    conn.set(f"emq:{{{queue}}}:probe", "1", px=60000)
+    assert redis_client.get(f"emq:{{{queue}}}:probe") == "1"
+    # decode_responses is not forced: replies are bytes by default.
+    assert conn.get(f"emq:{{{queue}}}:probe") == b"1"
+
+
+def test_connection_kwargs_are_passed_to_redis_py(valkey_url, redis_client):
+    name = "emq-test-" + uuid.uuid4().hex[:8]
+    with override_settings(
+        ECHOMQ={"URL": valkey_url, "CONNECTION_KWARGS": {"decode_responses": True, "client_name": name}}
+    ):
+        client = get_connection()
+        assert client.ping() is True
+        assert client.client_getname() == name
+        assert isinstance(client.echo("x"), str)
+        assert name in [c["name"] for c in redis_client.client_list()]
+
+
+def test_unix_socket_url_with_db(start_valkey, tmp_path):
+    url, _proc = start_valkey(unixsocket=tmp_path / "v.sock")
+    with override_settings(ECHOMQ={"URL": url.replace("db=0", "db=3")}):
+        client = get_connection()
+        assert isinstance(client.connection_pool.get_connection(), redis.UnixDomainSocketConnection)
+        client.set("k", "v")
+    direct = redis.Redis(unix_socket_path=str(tmp_path / "v.sock"), db=3)
+    assert direct.get("k") == b"v"
+    assert redis.Redis(unix_socket_path=str(tmp_path / "v.sock"), db=0).get("k") is None
+    direct.close()
+
+
+def test_cache_alias_shares_the_cache_pool(valkey_url, queue):
+    cache_settings = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "echomq": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": valkey_url},
+    }
+    with override_settings(CACHES=cache_settings, ECHOMQ={"CACHE": "echomq"}):
+        client = get_connection()
+        assert client is django_redis.get_redis_connection("echomq")
+        assert client.connection_pool is caches["echomq"].client.get_client(write=True).connection_pool
+        caches["echomq"].set(f"{queue}-probe", 42, timeout=60)
+        assert client.exists(caches["echomq"].make_key(f"{queue}-probe")) == 1
+
+
+def test_settings_change_rebuilds_the_client(valkey_url, start_valkey):
+    before = get_connection()
+    other_url, _proc = start_valkey()
+    with override_settings(ECHOMQ={"URL": other_url}):
+        inside = get_connection()
+        assert inside is not before
+        assert inside.connection_pool.connection_kwargs["port"] == int(other_url.rsplit(":", 1)[1].split("/")[0])
+        assert inside.ping()
+    after = get_connection()
+    assert after is not inside
+    assert after.connection_pool.connection_kwargs["port"] == before.connection_pool.connection_kwargs["port"]
+
+
+def test_reset_connection_builds_a_new_client():
+    first = get_connection()
+    reset_connection()
+    second = get_connection()
+    assert second is not first
+    assert second.ping()
+
+
+def test_invalid_settings_raise_configuration_error():
+    with override_settings(ECHOMQ={"URL": "http://nope"}):
+        with pytest.raises(ConfigurationError, match="echomq.E004"):
+            get_connection()
+
+
+def test_forked_child_builds_its_own_client(conn):
+    conn.ping()
+    parent_id = conn.client_id()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: report through the pipe, never return into pytest
+        code = 1
+        try:
+            os.close(read_fd)
+            child = get_connection()
+            assert child is not conn
+            assert child.connection_pool is not conn.connection_pool
+            assert child.ping()
+            child_id = child.client_id()
+            os.write(write_fd, str(child_id).encode())
+            code = 0 if child_id != parent_id else 2
+        except BaseException as exc:  # noqa: BLE001 - any failure becomes the exit code
+            os.write(write_fd, repr(exc).encode())
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read_fd) as fh:
+        report = fh.read()
+    assert os.waitstatus_to_exitcode(status) == 0, report
+    assert int(report) != parent_id
+    # The parent's client and its socket are untouched by the child.
+    assert get_connection() is conn
+    assert conn.client_id() == parent_id

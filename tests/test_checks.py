@@ -1,0 +1,58 @@
+"""checks: each bad ECHOMQ value surfaces from `manage.py check` with its stable id."""
+
+import pytest
+from django.core.checks import Error, run_checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+
+def _echomq_ids():
+    return sorted(e.id for e in run_checks(tags=["echomq"]))
+
+
+def test_valid_settings_pass():
+    assert _echomq_ids() == []
+    call_command("check", tags=["echomq"])
+
+
+def test_absent_setting_passes(settings):
+    del settings.ECHOMQ
+    assert _echomq_ids() == []
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("redis://localhost", ["echomq.E001"]),
+        ({"LEASE": 1}, ["echomq.E002"]),
+        ({"URL": "redis://h:1/0", "CACHE": "x"}, ["echomq.E003", "echomq.E005"]),
+        ({"URL": "memcache://h"}, ["echomq.E004"]),
+        ({"CACHE": "default"}, ["echomq.E005"]),
+        ({"LEASE_MS": -5, "PROMOTE_BATCH": 0}, ["echomq.E006", "echomq.E006"]),
+        ({"QUEUES": ["a:b"]}, ["echomq.E007"]),
+        ({"CONNECTION_KWARGS": "socket_timeout=1"}, ["echomq.E008"]),
+        ({"SCHEDULES": None}, ["echomq.E009"]),
+        ({"PRUNE_SCHEDULES": "yes"}, ["echomq.E010"]),
+    ],
+)
+def test_bad_settings_give_stable_ids(raw, expected):
+    with override_settings(ECHOMQ=raw):
+        errors = run_checks(tags=["echomq"])
+    assert sorted(e.id for e in errors) == expected
+    assert all(isinstance(e, Error) for e in errors)
+
+
+def test_check_command_fails_naming_id_and_key():
+    with override_settings(ECHOMQ={"LEASE_MS": 0}):
+        with pytest.raises(SystemCheckError) as info:
+            call_command("check")
+    text = str(info.value)
+    assert "echomq.E006" in text and "LEASE_MS must be an integer > 0" in text
+    assert "settings.ECHOMQ['LEASE_MS']" in text
+
+
+def test_checks_are_registered_under_the_echomq_tag():
+    from django.core.checks import registry
+
+    assert "echomq" in registry.registry.tags_available()

@@ -1,3 +1,37 @@
-"""EchoMQ for Django: delayed, recurring and retried jobs on Redis/Valkey sorted sets."""
+"""EchoMQ for Django: delayed, recurring and retried jobs on Redis/Valkey sorted sets.
 
-__all__ = []
+The public API; everything else is internal. See README.md and docs/protocol.md.
+"""
+
+from .backoff import Backoff
+from .connection import get_connection
+from .context import JobContext
+from .decorators import JobFunction, JobHandle, job
+from .exceptions import (
+    EchoMQError,
+    KindError,
+    PayloadError,
+    PayloadTooLargeError,
+    StaleTokenError,
+)
+from .ids import BrandedId
+from .jobs import Claim, JobRow, Jobs, Outcome
+
+__all__ = [
+    "Backoff",
+    "BrandedId",
+    "Claim",
+    "EchoMQError",
+    "JobContext",
+    "JobFunction",
+    "JobHandle",
+    "JobRow",
+    "Jobs",
+    "KindError",
+    "Outcome",
+    "PayloadError",
+    "PayloadTooLargeError",
+    "StaleTokenError",
+    "get_connection",
+    "job",
+]

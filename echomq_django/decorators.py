@@ -26,6 +26,7 @@ anything is written.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import functools
 from dataclasses import dataclass
@@ -127,6 +128,17 @@ class JobFunction:
         return {"queue": self.queue, "name": self.path, "every_ms": self.every_ms,
                 "cron": self.cron, "tz": self.tz, "missed": self.missed,
                 "template": {"job": self.path, "args": [], "kwargs": {}}}
+
+    def using(self, *, queue: str) -> "JobFunction":
+        """A view of this job that enqueues onto ``queue`` instead (same path,
+        same options); the worker serving ``queue`` runs it.
+
+        Raises:
+            ValueError: ``queue`` is not a valid queue name.
+        """
+        clone = copy.copy(self)
+        clone.queue = validate_queue_name(queue)
+        return clone
 
     # -- enqueueing ---------------------------------------------------------------
 

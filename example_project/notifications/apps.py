@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    name = "example_project.notifications"
+    verbose_name = "Workshop notifications"

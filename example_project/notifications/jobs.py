@@ -1,0 +1,49 @@
+"""The workshop's notification worker (seed 004), on EchoMQ.
+
+- ``round_start_reminder``: scheduled for an absolute instant (``enqueue_at``).
+- ``deliver``: sends a notice through a fake chat API that fails transiently a
+  few times before it succeeds; retried with capped exponential backoff and
+  full jitter, up to six attempts (the seeds' ``@max_attempts``).
+- ``deliver`` to a chat that blocked the bot fails every time and ends dead.
+
+The fake API keeps its state in Redis, so it behaves the same whichever
+worker process runs the job.
+"""
+
+from echomq_django import Backoff, get_connection, job
+
+QUEUE = "cm.notify"
+
+
+class TransientDeliveryError(Exception):
+    """The chat API answered 429 or 5xx: try again later."""
+
+
+class BlockedError(Exception):
+    """The chat API answered 403: the bot was blocked; retrying cannot help."""
+
+
+def fake_chat_api(chat: str, text: str, fail_first: int) -> int:
+    """Pretend to send ``text`` to ``chat``: the first ``fail_first`` calls for a
+    chat fail with a 429; chats named "blocked-*" always answer 403. Returns the
+    call number."""
+    calls = get_connection().incr(f"workshop:calls:{chat}")
+    if chat.startswith("blocked-"):
+        raise BlockedError(f"403 Forbidden: bot was blocked by {chat}")
+    if calls <= fail_first:
+        raise TransientDeliveryError(f"429 Too Many Requests (call {calls} for {chat})")
+    return calls
+
+
+@job(queue=QUEUE, max_attempts=6,
+     backoff=Backoff.exponential(base_ms=200, cap_ms=2_000, jitter=True))
+def deliver(chat: str, text: str, fail_first: int = 0) -> dict:
+    """Deliver one notice; transient failures are retried with backoff."""
+    call = fake_chat_api(chat, text, fail_first)
+    return {"chat": chat, "delivered_on_call": call}
+
+
+@job(queue=QUEUE, max_attempts=3, backoff=Backoff.fixed(100))
+def round_start_reminder(room: str, round_id: str) -> str:
+    """Remind a room that its round starts now."""
+    return f"round {round_id} in {room} starts now"

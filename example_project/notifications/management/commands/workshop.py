@@ -1,0 +1,102 @@
+"""``./manage.py workshop``: run the seeds' workshop scenario end to end.
+
+Enqueues a round-start reminder for an absolute instant, notices that deliver
+at once, one that fails transiently three times before it gets through, one
+deferred with ``enqueue_in``, and one to a chat that blocked the bot; starts
+``runechomq`` in a child process; waits until every job has reached its final
+state; stops the worker with SIGTERM; prints what happened to each job.
+"""
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from echomq_django import BrandedId, Jobs, get_connection
+from example_project.notifications import jobs as workshop
+
+TERMINAL = {"done", "dead"}
+
+
+def server_now_ms(conn) -> int:
+    sec, usec = conn.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def fmt_ms(ms) -> str:
+    if ms is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+
+
+class Command(BaseCommand):
+    help = "Run the workshop scenario on EchoMQ and print what happened to every job."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--timeout", type=float, default=50.0,
+                            help="seconds to wait for every job to finish (default 50)")
+
+    def handle(self, *args, **options):
+        conn = get_connection()
+        run = BrandedId.generate("RND")[-6:].lower()  # keeps re-runs apart
+        now = server_now_ms(conn)
+        plan = []  # (handle, label, due_ms, expected state)
+
+        reminder_at = now + 2_000
+        plan.append((workshop.round_start_reminder.enqueue_at(reminder_at, f"RMM-{run}", f"RND-{run}"),
+                     "round_start_reminder (enqueue_at +2 s)", reminder_at, "done"))
+        for i in range(3):
+            plan.append((workshop.deliver.enqueue(f"chat-{run}-{i}", "Your turn!"),
+                         f"deliver to chat-{i}", now, "done"))
+        plan.append((workshop.deliver.enqueue(f"flaky-{run}", "Standings", fail_first=3),
+                     "deliver, 3 transient 429s", now, "done"))
+        plan.append((workshop.deliver.enqueue_in(1_500, f"later-{run}", "Round over"),
+                     "deliver (enqueue_in 1.5 s)", now + 1_500, "done"))
+        plan.append((workshop.deliver.enqueue(f"blocked-{run}", "Hello?"),
+                     "deliver to a chat that blocked the bot", now, "dead"))
+        self.stdout.write(f"enqueued {len(plan)} jobs on queue {workshop.QUEUE}; starting runechomq\n")
+
+        worker = subprocess.Popen(
+            [sys.executable, "manage.py", "runechomq", workshop.QUEUE, "--concurrency", "4"],
+            env=dict(os.environ), stdin=subprocess.DEVNULL)
+        jobs = Jobs(conn)
+        try:
+            deadline = time.monotonic() + options["timeout"]
+            rows = {}
+            while time.monotonic() < deadline:
+                rows = {h.job_id: jobs.get(h.queue, h.job_id) for h, *_ in plan}
+                if all(r is not None and r.state in TERMINAL for r in rows.values()):
+                    break
+                if worker.poll() is not None:
+                    raise CommandError(f"runechomq exited early with {worker.returncode}")
+                time.sleep(0.2)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            code = worker.wait(timeout=30)
+        self.stdout.write(f"runechomq stopped on SIGTERM with exit code {code}\n\n")
+
+        header = f"{'job id':<30} {'job':<40} {'tries':>5} {'state':<6} {'due (UTC)':<12} {'last run':<12} {'late ms':>7}"
+        self.stdout.write(header + "\n" + "-" * len(header) + "\n")
+        wrong = 0
+        for handle, label, due_ms, expected in plan:
+            row = rows.get(handle.job_id)
+            state = row.state if row else "gone"
+            ran = row.started_at_ms if row else None
+            # Lateness of the first run only: a retried job's last run is late
+            # on purpose (its backoff).
+            late = str(ran - due_ms) if ran is not None and row.attempts == 1 else ""
+            mark = "" if state == expected else f"  <- expected {expected}"
+            wrong += state != expected
+            self.stdout.write(
+                f"{handle.job_id:<30} {label:<40} {row.attempts if row else '-':>5} {state:<6} "
+                f"{fmt_ms(due_ms):<12} {fmt_ms(ran):<12} {late:>7}{mark}\n")
+            if row and row.state == "dead":
+                self.stdout.write(f"{'':<30} reason: {row.reason}; last error: "
+                                  f"{(row.last_error or '').strip().splitlines()[-1]}\n")
+        if wrong or code != 0:
+            raise CommandError(f"{wrong} job(s) did not reach their expected state")
+        self.stdout.write(f"\nall {len(plan)} jobs reached their expected final state\n")

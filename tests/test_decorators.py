@@ -1,0 +1,142 @@
+"""@job: registration, inline calls, the JSON envelope and its rules, enqueue variants."""
+
+import datetime as dt
+import decimal
+import json
+
+import pytest
+from django.test import override_settings
+
+from echomq_django import Backoff, JobFunction, Outcome, PayloadError, PayloadTooLargeError, job
+from echomq_django import registry
+from echomq_django.keyspace import Keyspace
+from tests.testapp import jobs as testjobs
+
+
+def keys_of(redis_client, queue):
+    return sorted(redis_client.scan_iter(match=f"emq:{{{queue}}}:*"))
+
+
+def test_registered_by_dotted_path():
+    assert registry.lookup("tests.testapp.jobs.add") is testjobs.add
+    assert isinstance(testjobs.add, JobFunction)
+    assert testjobs.add.path == "tests.testapp.jobs.add"
+
+
+def test_calling_runs_inline():
+    assert testjobs.add(2, 3) == 5
+
+
+def test_local_functions_are_refused():
+    with pytest.raises(TypeError, match="module-level"):
+        @job
+        def local():
+            pass
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="queue name"):
+        job(queue="no spaces")(testjobs.add.fn)
+    with pytest.raises(TypeError, match="max_attempts"):
+        job(max_attempts=0)(testjobs.add.fn)
+    with pytest.raises(ValueError, match="backoff"):
+        job(backoff=("linear", 5))(testjobs.add.fn)
+    with pytest.raises(ValueError, match="not both"):
+        job(every=1000, cron="* * * * *")(testjobs.add.fn)
+    # The failed decorations did not replace the registered job.
+    assert registry.lookup("tests.testapp.jobs.add") is testjobs.add
+
+
+def test_enqueue_writes_the_envelope(redis_client, queue):
+    handle = testjobs.add.using(queue=queue).enqueue(1, b=2)
+    assert handle.outcome is Outcome.ENQUEUED and handle.queue == queue
+    ks = Keyspace(queue)
+    row = redis_client.hgetall(ks.job(handle.job_id))
+    assert row["state"] == "pending"
+    assert json.loads(row["payload"]) == {"job": "tests.testapp.jobs.add", "args": [1], "kwargs": {"b": 2}}
+    assert redis_client.zscore(ks.pending, handle.job_id) == 0
+    assert handle.get().state == "pending"
+
+
+def test_using_does_not_change_the_original():
+    other = testjobs.add.using(queue="elsewhere")
+    assert other.queue == "elsewhere" and testjobs.add.queue == "default"
+    assert other.path == testjobs.add.path
+
+
+def test_enqueue_in_accepts_timedelta_and_ms(redis_client, queue, server_time_ms):
+    fn = testjobs.add.using(queue=queue)
+    before = server_time_ms()
+    h1 = fn.enqueue_in(dt.timedelta(seconds=5), 1, 1)
+    h2 = fn.enqueue_in(2500, 1, 1)
+    after = server_time_ms()
+    ks = Keyspace(queue)
+    assert h1.outcome is Outcome.SCHEDULED
+    assert before + 5000 <= redis_client.zscore(ks.schedule, h1.job_id) <= after + 5000
+    assert before + 2500 <= redis_client.zscore(ks.schedule, h2.job_id) <= after + 2500
+
+
+def test_enqueue_at_accepts_aware_datetime_and_ms(redis_client, queue):
+    fn = testjobs.add.using(queue=queue)
+    when = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    h1 = fn.enqueue_at(when, 1, 2)
+    h2 = fn.enqueue_at(1_900_000_000_123, 1, 2)
+    ks = Keyspace(queue)
+    assert redis_client.zscore(ks.schedule, h1.job_id) == int(when.timestamp() * 1000)
+    assert redis_client.zscore(ks.schedule, h2.job_id) == 1_900_000_000_123
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda fn: fn.enqueue_at(dt.datetime(2030, 1, 1), 1, 2), ValueError, "timezone-aware"),
+    (lambda fn: fn.enqueue_at("tomorrow", 1, 2), TypeError, "aware datetime"),
+    (lambda fn: fn.enqueue_at(-1, 1, 2), ValueError, "2\\*\\*53"),
+    (lambda fn: fn.enqueue_in(-5, 1, 2), ValueError, ">= 0"),
+    (lambda fn: fn.enqueue_in(1.5, 1, 2), TypeError, "timedelta"),
+    (lambda fn: fn.enqueue(dt.datetime.now()), PayloadError, "args\\[0\\] is a datetime"),
+    (lambda fn: fn.enqueue(decimal.Decimal("1.5")), PayloadError, "Decimal"),
+    (lambda fn: fn.enqueue(float("nan")), PayloadError, "NaN"),
+    (lambda fn: fn.enqueue({1: "a"}), PayloadError, "int key"),
+    (lambda fn: fn.enqueue(x=(1, 2)), PayloadError, "kwargs\\['x'\\] is a tuple"),
+    (lambda fn: fn.enqueue([{"deep": object()}]), PayloadError, "args\\[0\\]\\[0\\]\\['deep'\\]"),
+])
+def test_bad_input_raises_and_writes_nothing(redis_client, queue, call, error, words):
+    fn = testjobs.add.using(queue=queue)
+    with pytest.raises(error, match=words):
+        call(fn)
+    assert keys_of(redis_client, queue) == []
+
+
+def test_payload_errors_are_type_errors():
+    assert issubclass(PayloadError, TypeError)
+    assert issubclass(PayloadTooLargeError, ValueError)
+
+
+def test_model_instance_is_refused(redis_client, queue, django_user_model):
+    user = django_user_model(username="x")
+    with pytest.raises(PayloadError, match="User"):
+        testjobs.add.using(queue=queue).enqueue(user)
+    assert keys_of(redis_client, queue) == []
+
+
+def test_payload_size_limit(redis_client, queue, valkey_url):
+    fn = testjobs.add.using(queue=queue)
+    with override_settings(ECHOMQ={"URL": valkey_url, "MAX_PAYLOAD_BYTES": 1000}):
+        fn.enqueue("x" * 900)
+        with pytest.raises(PayloadTooLargeError, match="MAX_PAYLOAD_BYTES"):
+            fn.enqueue("x" * 1000)
+    assert len(redis_client.zrange(Keyspace(queue).pending, 0, -1)) == 1
+
+
+def test_default_payload_limit_is_512_kib(redis_client, queue):
+    fn = testjobs.add.using(queue=queue)
+    with pytest.raises(PayloadTooLargeError):
+        fn.enqueue("x" * (512 * 1024))
+    assert keys_of(redis_client, queue) == []
+
+
+def test_backoff_constructor_is_usable_in_job():
+    jf = job(backoff=Backoff.exponential(base_ms=100, cap_ms=1000, jitter=True))(testjobs.add.fn)
+    try:
+        assert jf.backoff == ("jitter", ("exponential", 100, 1000))
+    finally:
+        registry.register(testjobs.add)

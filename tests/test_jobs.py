@@ -1,0 +1,728 @@
+"""jobs: the protocol surface against a real server (enqueue ... reap, horizon, get, wake)."""
+
+import json
+import random
+import time
+
+import pytest
+import redis
+
+from echomq_django.exceptions import KindError, StaleTokenError
+from echomq_django.ids import BrandedId
+from echomq_django.jobs import MAX_MS, WAKE_CAP, Claim, JobRow, Jobs, Outcome
+from echomq_django.keyspace import Keyspace
+
+
+def snapshot(client: redis.Redis, queue: str) -> dict:
+    """Every key of ``queue`` with its type and full content (rows, sets, lists)."""
+    state = {}
+    for key in client.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
+        kind = client.type(key)
+        if kind == "hash":
+            value = client.hgetall(key)
+        elif kind == "zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "list":
+            value = client.lrange(key, 0, -1)
+        else:
+            value = client.get(key)
+        state[key] = (kind, value)
+    return state
+
+
+@pytest.fixture
+def jobs(conn):
+    return Jobs(conn)
+
+
+@pytest.fixture
+def ks(queue):
+    return Keyspace(queue)
+
+
+def _new_id() -> str:
+    return BrandedId.generate("JOB")
+
+
+# -- enqueue ---------------------------------------------------------------
+
+
+def test_enqueue_writes_a_pending_row_at_score_zero(jobs, redis_client, queue, ks, server_time_ms):
+    job_id = _new_id()
+    before = server_time_ms()
+    assert jobs.enqueue(queue, job_id, '{"n": 1}') is Outcome.ENQUEUED
+    after = server_time_ms()
+    row = redis_client.hgetall(ks.job(job_id))
+    assert row["state"] == "pending"
+    assert row["attempts"] == "0"
+    assert row["payload"] == '{"n": 1}'
+    assert before <= int(row["enqueued_at_ms"]) <= after
+    assert set(row) == {"state", "attempts", "payload", "enqueued_at_ms"}
+    assert redis_client.zrange(ks.pending, 0, -1, withscores=True) == [(job_id, 0.0)]
+    assert Outcome.ENQUEUED == "enqueued" and str(Outcome.ENQUEUED) == "enqueued"
+
+
+def test_enqueue_duplicate_changes_nothing(jobs, redis_client, queue, ks):
+    job_id = _new_id()
+    jobs.enqueue(queue, job_id, '{"v": "first"}')
+    before = snapshot(redis_client, queue)
+    assert jobs.enqueue(queue, job_id, '{"v": "second"}') is Outcome.DUPLICATE
+    assert jobs.enqueue_at(queue, job_id, '{"v": "third"}', 0) is Outcome.DUPLICATE
+    assert jobs.enqueue_in(queue, job_id, '{"v": "fourth"}', 10) is Outcome.DUPLICATE
+    assert snapshot(redis_client, queue) == before
+    assert redis_client.hget(ks.job(job_id), "payload") == '{"v": "first"}'
+
+
+@pytest.mark.parametrize("namespace", ["USR", "NOT", "JO"])
+def test_non_job_ids_raise_kind_error_and_write_nothing(jobs, redis_client, queue, namespace):
+    job_id = BrandedId.generate(namespace)
+    with pytest.raises(KindError, match="JOB-namespaced"):
+        jobs.enqueue(queue, job_id, "{}")
+    with pytest.raises(KindError, match="JOB-namespaced"):
+        jobs.enqueue_at(queue, job_id, "{}", 0)
+    with pytest.raises(KindError, match="JOB-namespaced"):
+        jobs.enqueue_in(queue, job_id, "{}", 0)
+    assert snapshot(redis_client, queue) == {}
+
+
+@pytest.mark.parametrize(
+    "payload, exc",
+    [("not json", ValueError), ("{", ValueError), ("", ValueError), (b"{}", TypeError),
+     ({"a": 1}, TypeError), (None, TypeError)],
+)
+def test_bad_payload_is_refused_before_anything_is_written(jobs, redis_client, queue, payload, exc):
+    with pytest.raises(exc, match="payload must be"):
+        jobs.enqueue(queue, _new_id(), payload)
+    with pytest.raises(exc, match="payload must be"):
+        jobs.enqueue_at(queue, _new_id(), payload, 0)
+    assert snapshot(redis_client, queue) == {}
+
+
+@pytest.mark.parametrize("job_id", ["", None, 5, b"JOB"])
+def test_bad_job_id_type_is_refused(jobs, redis_client, queue, job_id):
+    with pytest.raises(TypeError, match="job_id must be a non-empty str"):
+        jobs.enqueue(queue, job_id, "{}")
+    assert snapshot(redis_client, queue) == {}
+
+
+# -- enqueue_at / enqueue_in ----------------------------------------------
+
+
+def test_enqueue_at_parks_the_row_on_schedule_at_exactly_run_at(
+    jobs, redis_client, queue, ks, server_time_ms
+):
+    job_id = _new_id()
+    run_at = server_time_ms() + 3_600_123
+    assert jobs.enqueue_at(queue, job_id, '{"x": 1}', run_at) is Outcome.SCHEDULED
+    row = redis_client.hgetall(ks.job(job_id))
+    assert row["state"] == "scheduled"
+    assert row["attempts"] == "0"
+    assert row["payload"] == '{"x": 1}'
+    assert int(row["run_at_ms"]) == run_at
+    assert redis_client.zscore(ks.schedule, job_id) == run_at
+    assert redis_client.zcard(ks.pending) == 0
+
+
+@pytest.mark.parametrize("run_at", [0, 1, MAX_MS])
+def test_enqueue_at_accepts_the_bounds(jobs, redis_client, queue, ks, run_at):
+    job_id = _new_id()
+    assert jobs.enqueue_at(queue, job_id, "{}", run_at) == "scheduled"
+    assert int(redis_client.zscore(ks.schedule, job_id)) == run_at
+    assert int(redis_client.hget(ks.job(job_id), "run_at_ms")) == run_at
+
+
+def test_enqueue_in_measures_the_delay_on_the_server_clock(
+    jobs, redis_client, queue, ks, server_time_ms, monkeypatch
+):
+    real_time, real_time_ns = time.time, time.time_ns
+    skew_s = 600
+    monkeypatch.setattr(time, "time", lambda: real_time() + skew_s)
+    monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + skew_s * 1_000_000_000)
+    # The caller's clock really is ten minutes ahead now.
+    assert time.time() - server_time_ms() / 1000 > skew_s - 5
+    job_id = _new_id()
+    before = server_time_ms()
+    assert jobs.enqueue_in(queue, job_id, "{}", 5000) is Outcome.SCHEDULED
+    after = server_time_ms()
+    score = int(redis_client.zscore(ks.schedule, job_id))
+    assert before + 5000 <= score <= after + 5000
+    assert abs(score - (after + 5000)) <= 50
+    assert int(redis_client.hget(ks.job(job_id), "run_at_ms")) == score
+    assert redis_client.hget(ks.job(job_id), "state") == "scheduled"
+
+
+def test_enqueue_in_zero_is_due_now(jobs, redis_client, queue, ks, server_time_ms):
+    job_id = _new_id()
+    jobs.enqueue_in(queue, job_id, "{}", 0)
+    assert abs(int(redis_client.zscore(ks.schedule, job_id)) - server_time_ms()) <= 50
+    assert jobs.promote(queue) == 1
+    assert redis_client.zscore(ks.pending, job_id) == 0
+
+
+@pytest.mark.parametrize("delay", [-1, -5000, MAX_MS + 1])
+def test_enqueue_in_out_of_range_delay_raises_value_error(jobs, redis_client, queue, delay):
+    with pytest.raises(ValueError, match=r"delay_ms must be in 0\.\.9007199254740992"):
+        jobs.enqueue_in(queue, _new_id(), "{}", delay)
+    assert snapshot(redis_client, queue) == {}
+
+
+@pytest.mark.parametrize("run_at", [-1, MAX_MS + 1, 2**64])
+def test_enqueue_at_out_of_range_run_at_raises_value_error(jobs, redis_client, queue, run_at):
+    with pytest.raises(ValueError, match=r"run_at_ms must be in 0\.\.9007199254740992"):
+        jobs.enqueue_at(queue, _new_id(), "{}", run_at)
+    assert snapshot(redis_client, queue) == {}
+
+
+@pytest.mark.parametrize("value", [True, False, 1.0, 1000.5, "1000", None])
+def test_non_int_times_raise_type_error(jobs, redis_client, queue, value):
+    with pytest.raises(TypeError, match="run_at_ms must be an int"):
+        jobs.enqueue_at(queue, _new_id(), "{}", value)
+    with pytest.raises(TypeError, match="delay_ms must be an int"):
+        jobs.enqueue_in(queue, _new_id(), "{}", value)
+    assert snapshot(redis_client, queue) == {}
+
+
+def test_a_bad_queue_name_writes_nothing_anywhere(jobs, redis_client, queue):
+    bad = f"{queue} has spaces"
+    job_id = _new_id()
+    calls = [
+        lambda: jobs.enqueue(bad, job_id, "{}"),
+        lambda: jobs.enqueue_at(bad, job_id, "{}", 0),
+        lambda: jobs.enqueue_in(bad, job_id, "{}", 10),
+        lambda: jobs.promote(bad),
+        lambda: jobs.reap(bad),
+        lambda: jobs.claim(bad, "w", 1000),
+        lambda: jobs.ack(bad, job_id, "1"),
+        lambda: jobs.retry(bad, job_id, "1", 10),
+        lambda: jobs.dead(bad, job_id, "1", "failed"),
+        lambda: jobs.release(bad, job_id, "1"),
+        lambda: jobs.horizon(bad),
+        lambda: jobs.get(bad, job_id),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"queue name must be 1-100 characters"):
+            call()
+    assert list(redis_client.scan_iter(match=f"*{queue}*", count=1000)) == []
+    assert list(redis_client.scan_iter(match=f"*{job_id}*", count=1000)) == []
+
+
+# -- promote ---------------------------------------------------------------
+
+
+def test_promote_releases_only_due_jobs_oldest_due_first_within_the_batch(
+    jobs, redis_client, queue, ks, server_time_ms
+):
+    now = server_time_ms()
+    due = {_new_id(): now - 3000, _new_id(): now - 2000, _new_id(): now - 1000}
+    future = _new_id()
+    admission = list(due.items()) + [(future, now + 60_000)]
+    random.Random(7).shuffle(admission)
+    for job_id, run_at in admission:
+        jobs.enqueue_at(queue, job_id, "{}", run_at)
+    oldest_due = sorted(due, key=due.get)
+
+    assert jobs.promote(queue, batch=2) == 2
+    assert set(redis_client.zrange(ks.pending, 0, -1)) == set(oldest_due[:2])
+    assert redis_client.zrange(ks.schedule, 0, -1) == [oldest_due[2], future]
+
+    assert jobs.promote(queue, batch=2) == 1
+    assert set(redis_client.zrange(ks.pending, 0, -1)) == set(oldest_due)
+    assert redis_client.zrange(ks.schedule, 0, -1) == [future]
+
+    assert jobs.promote(queue) == 0
+    for job_id in oldest_due:
+        assert redis_client.hget(ks.job(job_id), "state") == "pending"
+        assert redis_client.zscore(ks.pending, job_id) == 0
+    assert redis_client.hget(ks.job(future), "state") == "scheduled"
+    # One wake marker per released job.
+    assert redis_client.llen(ks.wake) == 3
+
+
+def test_promote_on_an_empty_queue_returns_zero_and_writes_nothing(jobs, redis_client, queue):
+    assert jobs.promote(queue) == 0
+    assert snapshot(redis_client, queue) == {}
+
+
+@pytest.mark.parametrize("batch, exc", [(0, ValueError), (100_001, ValueError),
+                                        (True, TypeError), (1.0, TypeError)])
+def test_promote_batch_is_checked(jobs, queue, batch, exc):
+    with pytest.raises(exc, match="batch must be"):
+        jobs.promote(queue, batch=batch)
+
+
+# -- claim -----------------------------------------------------------------
+
+
+def test_claim_order_is_mint_order_not_admission_order(jobs, queue):
+    minted = [_new_id() for _ in range(30)]
+    shuffled = minted[:]
+    random.Random(11).shuffle(shuffled)
+    assert shuffled != minted
+    for job_id in shuffled:
+        jobs.enqueue(queue, job_id, json.dumps({"id": job_id}))
+    claimed = []
+    while (claim := jobs.claim(queue, "w", 60_000)) is not None:
+        claimed.append(claim.job_id)
+        assert json.loads(claim.payload) == {"id": claim.job_id}
+    assert claimed == minted
+
+
+def test_claim_leases_the_job_on_the_server_clock(jobs, redis_client, queue, ks, server_time_ms):
+    job_id = _new_id()
+    jobs.enqueue(queue, job_id, '{"p": 2}')
+    before = server_time_ms()
+    claim = jobs.claim(queue, "host:1:main", 45_000)
+    after = server_time_ms()
+    assert isinstance(claim, Claim)
+    assert claim.queue == queue and claim.job_id == job_id
+    assert claim.payload == '{"p": 2}'
+    assert claim.attempts == 1
+    assert before <= claim.claimed_at_ms <= after
+    assert claim.lease_deadline_ms == claim.claimed_at_ms + 45_000
+    row = redis_client.hgetall(ks.job(job_id))
+    assert row["state"] == "active"
+    assert row["token"] == claim.token
+    assert row["consumer"] == "host:1:main"
+    assert int(row["attempts"]) == 1
+    assert int(row["lease_until_ms"]) == claim.lease_deadline_ms
+    assert int(row["started_at_ms"]) == claim.claimed_at_ms
+    assert redis_client.zscore(ks.active, job_id) == claim.lease_deadline_ms
+    assert redis_client.zscore(ks.pending, job_id) is None
+
+
+def test_each_claim_gets_a_fresh_larger_token(jobs, queue):
+    for _ in range(3):
+        jobs.enqueue(queue, _new_id(), "{}")
+    tokens = [int(jobs.claim(queue, "w", 1000).token) for _ in range(3)]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+
+
+def test_claim_on_empty_returns_none_and_writes_nothing(jobs, redis_client, queue):
+    assert jobs.claim(queue, "w", 1000) is None
+    assert snapshot(redis_client, queue) == {}
+
+
+def test_claim_skips_ids_whose_row_was_deleted(jobs, redis_client, queue, ks):
+    gone, kept = _new_id(), _new_id()
+    jobs.enqueue(queue, gone, "{}")
+    jobs.enqueue(queue, kept, "{}")
+    redis_client.delete(ks.job(gone))
+    assert jobs.claim(queue, "w", 1000).job_id == kept
+    assert redis_client.zcard(ks.pending) == 0
+    assert redis_client.exists(ks.job(gone)) == 0
+
+
+@pytest.mark.parametrize("lease_ms, exc", [(0, ValueError), (-1, ValueError), (1.5, TypeError),
+                                           (True, TypeError)])
+def test_claim_lease_is_checked(jobs, redis_client, queue, lease_ms, exc):
+    jobs.enqueue(queue, _new_id(), "{}")
+    before = snapshot(redis_client, queue)
+    with pytest.raises(exc, match="lease_ms must be"):
+        jobs.claim(queue, "w", lease_ms)
+    assert snapshot(redis_client, queue) == before
+
+
+# -- ack -------------------------------------------------------------------
+
+
+def _claimed(jobs, queue, lease_ms=60_000, payload="{}"):
+    job_id = _new_id()
+    jobs.enqueue(queue, job_id, payload)
+    claim = jobs.claim(queue, "w", lease_ms)
+    assert claim.job_id == job_id
+    return claim
+
+
+def test_ack_with_the_current_token_completes_and_keeps_the_row(
+    jobs, redis_client, queue, ks, server_time_ms
+):
+    claim = _claimed(jobs, queue)
+    before = server_time_ms()
+    finished = jobs.ack(queue, claim.job_id, claim.token, {"sent": 3}, keep_ms=60_000)
+    after = server_time_ms()
+    assert before <= finished <= after
+    row = redis_client.hgetall(ks.job(claim.job_id))
+    assert row["state"] == "done"
+    assert json.loads(row["result"]) == {"sent": 3}
+    assert int(row["finished_at_ms"]) == finished
+    assert "token" not in row and "lease_until_ms" not in row
+    assert row["attempts"] == "1"
+    assert redis_client.zscore(ks.active, claim.job_id) is None
+    assert 59_000 <= redis_client.pttl(ks.job(claim.job_id)) <= 60_000
+    assert jobs.get(queue, claim.job_id).result_value == {"sent": 3}
+
+
+def test_ack_without_result_stores_none(jobs, redis_client, queue, ks):
+    claim = _claimed(jobs, queue)
+    jobs.ack(queue, claim.job_id, claim.token)
+    assert redis_client.hget(ks.job(claim.job_id), "result") == ""
+    assert jobs.get(queue, claim.job_id).result_value is None
+    # The default retention is a day.
+    assert 86_399_000 <= redis_client.pttl(ks.job(claim.job_id)) <= 86_400_000
+
+
+def test_ack_with_a_non_json_result_raises_type_error_and_changes_nothing(
+    jobs, redis_client, queue
+):
+    claim = _claimed(jobs, queue)
+    before = snapshot(redis_client, queue)
+    with pytest.raises(TypeError, match="result must be JSON-serialisable"):
+        jobs.ack(queue, claim.job_id, claim.token, object())
+    with pytest.raises(TypeError, match="result must be JSON-serialisable"):
+        jobs.ack(queue, claim.job_id, claim.token, float("nan"))
+    assert snapshot(redis_client, queue) == before
+
+
+def _stale_calls(jobs, queue, job_id, token):
+    return {
+        "ack": lambda: jobs.ack(queue, job_id, token, "r"),
+        "retry": lambda: jobs.retry(queue, job_id, token, 1000, "err"),
+        "dead": lambda: jobs.dead(queue, job_id, token, "failed", "err"),
+        "release": lambda: jobs.release(queue, job_id, token),
+    }
+
+
+@pytest.mark.parametrize("verb", ["ack", "retry", "dead", "release"])
+def test_a_wrong_token_is_stale_and_changes_nothing(jobs, redis_client, queue, verb):
+    claim = _claimed(jobs, queue)
+    wrong = str(int(claim.token) + 1)
+    before = snapshot(redis_client, queue)
+    with pytest.raises(StaleTokenError, match="token does not hold the lease"):
+        _stale_calls(jobs, queue, claim.job_id, wrong)[verb]()
+    assert snapshot(redis_client, queue) == before
+
+
+@pytest.mark.parametrize("verb", ["ack", "retry", "dead", "release"])
+def test_the_old_token_after_reap_is_stale_and_changes_nothing(
+    jobs, redis_client, queue, ks, verb
+):
+    claim = _claimed(jobs, queue, lease_ms=1)
+    time.sleep(0.01)
+    assert jobs.reap(queue) == 1
+    before = snapshot(redis_client, queue)
+    assert redis_client.hget(ks.job(claim.job_id), "state") == "pending"
+    with pytest.raises(StaleTokenError, match=r"\(state pending\)"):
+        _stale_calls(jobs, queue, claim.job_id, claim.token)[verb]()
+    assert snapshot(redis_client, queue) == before
+    # A new claim gets a new token; the old one stays stale against it too.
+    again = jobs.claim(queue, "w2", 60_000)
+    assert again.job_id == claim.job_id and again.token != claim.token
+    before = snapshot(redis_client, queue)
+    with pytest.raises(StaleTokenError, match=r"\(state active\)"):
+        _stale_calls(jobs, queue, claim.job_id, claim.token)[verb]()
+    assert snapshot(redis_client, queue) == before
+
+
+def test_ack_of_a_missing_row_is_stale(jobs, redis_client, queue):
+    with pytest.raises(StaleTokenError, match="job row does not exist"):
+        jobs.ack(queue, _new_id(), "1")
+    assert snapshot(redis_client, queue) == {}
+
+
+def test_ack_twice_is_stale_the_second_time(jobs, redis_client, queue):
+    claim = _claimed(jobs, queue)
+    jobs.ack(queue, claim.job_id, claim.token, 1)
+    before = snapshot(redis_client, queue)
+    with pytest.raises(StaleTokenError, match=r"\(state done\)"):
+        jobs.ack(queue, claim.job_id, claim.token, 2)
+    assert snapshot(redis_client, queue) == before
+
+
+# -- retry -----------------------------------------------------------------
+
+
+def test_retry_reparks_on_schedule_at_server_now_plus_delay(
+    jobs, redis_client, queue, ks, server_time_ms
+):
+    claim = _claimed(jobs, queue)
+    before = server_time_ms()
+    run_at = jobs.retry(queue, claim.job_id, claim.token, 7_000, "Traceback: boom")
+    after = server_time_ms()
+    assert before + 7_000 <= run_at <= after + 7_000
+    row = redis_client.hgetall(ks.job(claim.job_id))
+    assert row["state"] == "scheduled"
+    assert int(row["run_at_ms"]) == run_at
+    assert row["last_error"] == "Traceback: boom"
+    assert int(row["failed_at_ms"]) == run_at - 7_000
+    assert row["attempts"] == "1"
+    assert "token" not in row and "lease_until_ms" not in row
+    assert redis_client.zscore(ks.schedule, claim.job_id) == run_at
+    assert redis_client.zscore(ks.active, claim.job_id) is None
+    assert redis_client.zscore(ks.pending, claim.job_id) is None
+
+
+def test_a_retried_job_comes_back_with_its_attempts_counted(jobs, redis_client, queue, ks):
+    claim = _claimed(jobs, queue)
+    jobs.retry(queue, claim.job_id, claim.token, 0, "e1")
+    assert jobs.promote(queue) == 1
+    again = jobs.claim(queue, "w", 60_000)
+    assert again.job_id == claim.job_id
+    assert again.attempts == 2
+
+
+@pytest.mark.parametrize("delay, exc", [(-1, ValueError), (1.0, TypeError), (True, TypeError)])
+def test_retry_delay_is_checked(jobs, redis_client, queue, delay, exc):
+    claim = _claimed(jobs, queue)
+    before = snapshot(redis_client, queue)
+    with pytest.raises(exc, match="delay_ms must be"):
+        jobs.retry(queue, claim.job_id, claim.token, delay)
+    assert snapshot(redis_client, queue) == before
+
+
+# -- dead ------------------------------------------------------------------
+
+
+def test_dead_moves_the_job_to_the_dead_set_with_reason_and_error(
+    jobs, redis_client, queue, ks, server_time_ms
+):
+    claim = _claimed(jobs, queue)
+    before = server_time_ms()
+    died = jobs.dead(queue, claim.job_id, claim.token, "failed", "ZeroDivisionError",
+                     dead_ttl_ms=120_000)
+    after = server_time_ms()
+    assert before <= died <= after
+    row = redis_client.hgetall(ks.job(claim.job_id))
+    assert row["state"] == "dead"
+    assert row["reason"] == "failed"
+    assert row["last_error"] == "ZeroDivisionError"
+    assert int(row["finished_at_ms"]) == died
+    assert "token" not in row and "lease_until_ms" not in row
+    assert redis_client.zscore(ks.dead, claim.job_id) == died
+    assert redis_client.zscore(ks.active, claim.job_id) is None
+    assert 119_000 <= redis_client.pttl(ks.job(claim.job_id)) <= 120_000
+
+
+def test_dead_retention_keeps_the_newest_and_deletes_trimmed_rows(jobs, redis_client, queue, ks):
+    claims = [_claimed(jobs, queue) for _ in range(5)]
+    for claim in claims:
+        jobs.dead(queue, claim.job_id, claim.token, "failed", "e", dead_max=3)
+        time.sleep(0.002)  # distinct times of death, so "newest" is unambiguous
+    ids = [c.job_id for c in claims]
+    assert redis_client.zrange(ks.dead, 0, -1) == ids[2:]
+    for job_id in ids[:2]:
+        assert redis_client.exists(ks.job(job_id)) == 0
+    for job_id in ids[2:]:
+        assert redis_client.hget(ks.job(job_id), "state") == "dead"
+
+
+def test_dead_retention_drops_letters_older_than_the_ttl(jobs, redis_client, queue, ks):
+    # The sweep runs at each death with that call's ttl (one setting in practice).
+    first = _claimed(jobs, queue)
+    jobs.dead(queue, first.job_id, first.token, "failed", dead_ttl_ms=2_000)
+    assert redis_client.zrange(ks.dead, 0, -1) == [first.job_id]
+    time.sleep(0.05)
+    second = _claimed(jobs, queue)
+    jobs.dead(queue, second.job_id, second.token, "failed", dead_ttl_ms=20)
+    assert redis_client.zrange(ks.dead, 0, -1) == [second.job_id]
+
+
+@pytest.mark.parametrize("reason", ["", None, 3])
+def test_dead_needs_a_reason(jobs, redis_client, queue, reason):
+    claim = _claimed(jobs, queue)
+    before = snapshot(redis_client, queue)
+    with pytest.raises(TypeError, match="reason must be a non-empty str"):
+        jobs.dead(queue, claim.job_id, claim.token, reason)
+    assert snapshot(redis_client, queue) == before
+
+
+# -- reap ------------------------------------------------------------------
+
+
+def test_reap_hands_expired_leases_back_and_leaves_the_rest(jobs, redis_client, queue, ks):
+    expired = _claimed(jobs, queue, lease_ms=1)
+    live = _claimed(jobs, queue, lease_ms=60_000)
+    live_row = redis_client.hgetall(ks.job(live.job_id))
+    time.sleep(0.01)
+    assert jobs.reap(queue) == 1
+    row = redis_client.hgetall(ks.job(expired.job_id))
+    assert row["state"] == "pending"
+    assert row["stalls"] == "1"
+    assert row["attempts"] == "1"
+    assert "token" not in row and "lease_until_ms" not in row
+    assert redis_client.zscore(ks.pending, expired.job_id) == 0
+    assert redis_client.zscore(ks.active, expired.job_id) is None
+    # The unexpired lease is untouched.
+    assert redis_client.hgetall(ks.job(live.job_id)) == live_row
+    assert redis_client.zscore(ks.active, live.job_id) == live.lease_deadline_ms
+    assert jobs.reap(queue) == 0
+    # Claimed again: a second attempt under a new, larger token.
+    again = jobs.claim(queue, "w2", 1)
+    assert again.job_id == expired.job_id
+    assert again.attempts == 2
+    assert int(again.token) > int(live.token)
+    time.sleep(0.01)
+    assert jobs.reap(queue) == 1
+    assert redis_client.hget(ks.job(expired.job_id), "stalls") == "2"
+
+
+def test_reap_respects_the_batch(jobs, redis_client, queue, ks):
+    for _ in range(3):
+        _claimed(jobs, queue, lease_ms=1)
+    time.sleep(0.01)
+    assert jobs.reap(queue, batch=2) == 2
+    assert redis_client.zcard(ks.active) == 1
+    assert jobs.reap(queue, batch=2) == 1
+    assert redis_client.zcard(ks.pending) == 3
+
+
+def test_reap_on_an_empty_queue_writes_nothing(jobs, redis_client, queue):
+    assert jobs.reap(queue) == 0
+    assert snapshot(redis_client, queue) == {}
+
+
+# -- release ---------------------------------------------------------------
+
+
+def test_release_gives_back_the_attempt(jobs, redis_client, queue, ks):
+    claim = _claimed(jobs, queue)
+    assert jobs.release(queue, claim.job_id, claim.token) is None
+    row = redis_client.hgetall(ks.job(claim.job_id))
+    assert row["state"] == "pending"
+    assert row["attempts"] == "0"
+    assert "token" not in row and "lease_until_ms" not in row
+    assert redis_client.zscore(ks.pending, claim.job_id) == 0
+    assert redis_client.zscore(ks.active, claim.job_id) is None
+    assert jobs.claim(queue, "w", 1000).attempts == 1
+
+
+# -- horizon ---------------------------------------------------------------
+
+
+def test_horizon_of_an_empty_queue(jobs, redis_client, queue, server_time_ms):
+    before = server_time_ms()
+    now, next_ms = jobs.horizon(queue)
+    after = server_time_ms()
+    assert before <= now <= after
+    assert next_ms is None
+    assert snapshot(redis_client, queue) == {}
+
+
+@pytest.mark.parametrize("earliest", ["schedule", "active", "repeat"])
+def test_horizon_is_the_lowest_head_of_schedule_active_and_repeat(
+    jobs, redis_client, queue, ks, server_time_ms, earliest
+):
+    now = server_time_ms()
+    heads = {"schedule": now + 300_000, "active": now + 300_000, "repeat": now + 300_000}
+    heads[earliest] = now + 100_000
+    # Later members behind each head must not matter.
+    jobs.enqueue_at(queue, _new_id(), "{}", heads["schedule"])
+    jobs.enqueue_at(queue, _new_id(), "{}", heads["schedule"] + 1)
+    jobs.enqueue(queue, _new_id(), "{}")
+    claim = jobs.claim(queue, "w", heads["active"] - server_time_ms())
+    redis_client.zadd(ks.repeat, {"nightly": heads["repeat"], "hourly": heads["repeat"] + 5})
+    _, next_ms = jobs.horizon(queue)
+    if earliest == "active":
+        assert next_ms == claim.lease_deadline_ms
+        assert abs(next_ms - heads["active"]) <= 50
+    else:
+        assert next_ms == heads[earliest]
+
+
+# -- get -------------------------------------------------------------------
+
+
+def test_get_returns_a_typed_row(jobs, redis_client, queue, ks):
+    claim = _claimed(jobs, queue, payload='{"k": [1]}')
+    redis_client.hset(ks.job(claim.job_id), "future_field", "x")
+    row = jobs.get(queue, claim.job_id)
+    assert isinstance(row, JobRow)
+    assert row.queue == queue and row.job_id == claim.job_id
+    assert row.state == "active"
+    assert row.payload == '{"k": [1]}'
+    assert row.attempts == 1 and isinstance(row.attempts, int)
+    assert row.stalls == 0
+    assert row.token == claim.token
+    assert row.consumer == "w"
+    assert row.lease_until_ms == claim.lease_deadline_ms
+    assert row.started_at_ms == claim.claimed_at_ms
+    assert isinstance(row.enqueued_at_ms, int)
+    assert row.finished_at_ms is None and row.result is None and row.last_error is None
+    assert row.extra == {"future_field": "x"}
+
+
+def test_get_of_a_missing_job_is_none(jobs, queue):
+    assert jobs.get(queue, _new_id()) is None
+
+
+# -- wake and beat markers -------------------------------------------------
+
+
+def test_enqueue_pushes_a_wake_marker(jobs, redis_client, queue, ks):
+    jobs.enqueue(queue, _new_id(), "{}")
+    assert redis_client.lrange(ks.wake, 0, -1) == ["1"]
+    jobs.enqueue(queue, _new_id(), "{}")
+    assert redis_client.llen(ks.wake) == 2
+
+
+def test_the_wake_list_never_exceeds_the_cap(jobs, redis_client, queue, ks):
+    assert WAKE_CAP == 100
+    for n in range(1, 501):
+        jobs.enqueue(queue, _new_id(), "{}")
+        if n % 25 == 0:
+            assert redis_client.llen(ks.wake) == min(n, WAKE_CAP)
+    assert redis_client.llen(ks.wake) == WAKE_CAP
+    assert redis_client.zcard(ks.pending) == 500
+
+
+def test_schedule_beats_only_when_the_new_run_at_is_earlier_than_the_head(
+    jobs, redis_client, queue, ks, server_time_ms
+):
+    now = server_time_ms()
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 60_000)       # first head: beat
+    assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
+    redis_client.delete(ks.beat)                                # the metronome took it
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 90_000)       # later: no beat
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 60_000)       # equal: no beat
+    jobs.enqueue_in(queue, _new_id(), "{}", 120_000)            # later: no beat
+    assert redis_client.exists(ks.beat) == 0
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 30_000)       # earlier: beat
+    assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 10_000)       # earlier again: still one
+    assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
+    assert redis_client.exists(ks.wake) == 0                    # schedule never wakes consumers
+
+
+def test_claim_chains_a_wake_while_work_remains(jobs, redis_client, queue, ks):
+    jobs.enqueue(queue, _new_id(), "{}")
+    jobs.enqueue(queue, _new_id(), "{}")
+    redis_client.delete(ks.wake)
+    jobs.claim(queue, "w", 60_000)
+    assert redis_client.llen(ks.wake) == 1      # one job left: wake one more consumer
+    redis_client.delete(ks.wake)
+    jobs.claim(queue, "w", 60_000)
+    assert redis_client.exists(ks.wake) == 0    # pending is empty: nobody to wake
+
+
+def test_claim_beats_only_when_its_deadline_is_the_earliest(jobs, redis_client, queue, ks):
+    for _ in range(3):
+        jobs.enqueue(queue, _new_id(), "{}")
+    jobs.claim(queue, "w", 60_000)               # first lease: the earliest deadline
+    assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
+    redis_client.delete(ks.beat)
+    jobs.claim(queue, "w", 120_000)              # later than the head: no beat
+    assert redis_client.exists(ks.beat) == 0
+    jobs.claim(queue, "w", 1_000)                # earlier than the head: beat
+    assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
+
+
+# -- extend ----------------------------------------------------------------
+
+
+def test_extend_moves_the_lease_deadline(jobs, redis_client, queue, ks, server_time_ms):
+    claim = _claimed(jobs, queue, lease_ms=1_000)
+    before = server_time_ms()
+    deadline = jobs.extend(queue, claim.job_id, claim.token, 90_000)
+    after = server_time_ms()
+    assert before + 90_000 <= deadline <= after + 90_000
+    assert redis_client.zscore(ks.active, claim.job_id) == deadline
+    assert int(redis_client.hget(ks.job(claim.job_id), "lease_until_ms")) == deadline
+    time.sleep(0.01)
+    assert jobs.reap(queue) == 0
+
+
+def test_extend_with_a_stale_token_changes_nothing(jobs, redis_client, queue):
+    claim = _claimed(jobs, queue)
+    before = snapshot(redis_client, queue)
+    with pytest.raises(StaleTokenError):
+        jobs.extend(queue, claim.job_id, str(int(claim.token) + 1), 90_000)
+    assert snapshot(redis_client, queue) == before

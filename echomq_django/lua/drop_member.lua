@@ -1,0 +1,23 @@
+-- drop_member: take a schedule that cannot run off the registry, so the pump
+-- never spins on it (a member without record, or a record that cannot be read).
+-- KEYS[1] repeat       emq:{q}:repeat
+-- KEYS[2] record       emq:{q}:repeat:<name>
+-- ARGV[1] name
+-- ARGV[2] expected_ms  the registry score the caller read
+-- ARGV[3] version      the record version the caller read ('' = the record must not exist)
+-- Returns: 1 the member was removed (the record, if any, is kept for
+--   inspection); 0 the score or the record changed since (nothing written).
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or tonumber(score) ~= tonumber(ARGV[2]) then
+  return 0
+end
+local version = redis.call('HGET', KEYS[2], 'version')
+if ARGV[3] == '' then
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    return 0
+  end
+elseif version ~= ARGV[3] then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+return 1

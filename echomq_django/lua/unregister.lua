@@ -1,0 +1,9 @@
+-- unregister: remove a recurring schedule (its registry member and its record).
+-- KEYS[1] repeat       emq:{q}:repeat
+-- KEYS[2] record       emq:{q}:repeat:<name>
+-- ARGV[1] name
+-- Returns: 1 when the member or the record existed, else 0. Jobs already
+--   minted for the schedule are untouched.
+local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+removed = removed + redis.call('DEL', KEYS[2])
+return removed > 0 and 1 or 0

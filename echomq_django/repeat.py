@@ -84,14 +84,15 @@ _UPSERT = {1: "registered", 0: "unchanged", 2: "updated", 3: "registered"}
 
 def default_tz() -> str:
     """The zone a schedule gets when ``tz`` is None: Django's ``TIME_ZONE`` when
-    settings are configured (and it is set), else ``"UTC"``."""
+    settings can be read (and it is set), else ``"UTC"``."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
     try:
-        from django.conf import settings
-    except ImportError:  # pragma: no cover - Django is a dependency
+        # Reading the attribute loads DJANGO_SETTINGS_MODULE if it is set.
+        return getattr(settings, "TIME_ZONE", None) or "UTC"
+    except ImproperlyConfigured:
         return "UTC"
-    if not settings.configured:
-        return "UTC"
-    return getattr(settings, "TIME_ZONE", None) or "UTC"
 
 
 def validate_name(name: object) -> str:

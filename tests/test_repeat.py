@@ -488,3 +488,43 @@ def test_script_headers_match_the_callers():
                              ("drop_member", 2, 3)]:
         src = scripts.source(name)
         assert (len(src.keys), len(src.argv)) == (keys, argv), name
+
+
+# -- the management command --------------------------------------------------------
+
+
+def test_schedules_command_lists_runs_and_removes(rep, redis_client, queue):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    rep.register(queue, "digest", cron="30 2 * * *", tz="Europe/Berlin", template={})
+    out = StringIO()
+    call_command("echomq_schedules", "list", "--queue", queue, stdout=out)
+    entry = rep.get(queue, "digest")
+    text = out.getvalue()
+    assert f"{queue}/digest" in text and "Europe/Berlin" in text
+    assert "02:30:00+0" in text and "+00:00" in text and "job -" in text
+
+    out = StringIO()
+    call_command("echomq_schedules", "run", "digest", "--queue", queue, stdout=out)
+    job_id = out.getvalue().strip()
+    assert redis_client.hget(Keyspace(queue).job(job_id), "repeat") == "digest"
+    assert rep.get(queue, "digest").next_run_ms == entry.next_run_ms
+    out = StringIO()
+    call_command("echomq_schedules", "list", "--queue", queue, stdout=out)
+    assert job_id in out.getvalue()
+
+    out = StringIO()
+    call_command("echomq_schedules", "remove", "digest", "--queue", queue, stdout=out)
+    assert "removed" in out.getvalue() and rep.get(queue, "digest") is None
+    out = StringIO()
+    call_command("echomq_schedules", "list", "--queue", queue, stdout=out)
+    assert "no schedules" in out.getvalue()
+
+    with pytest.raises(CommandError, match="no schedule"):
+        call_command("echomq_schedules", "remove", "digest", "--queue", queue)
+    with pytest.raises(CommandError, match="--queue"):
+        call_command("echomq_schedules", "run", "digest")
+    with pytest.raises(CommandError, match="no recurring schedule"):
+        call_command("echomq_schedules", "run", "digest", "--queue", queue)

@@ -482,12 +482,42 @@ def test_a_host_clock_off_by_minutes_changes_nothing(
     assert abs(rep.get(queue, "e").next_run_ms - server_time_ms()) <= 2000
 
 
-def test_script_headers_match_the_callers():
-    for name, keys, argv in [("register", 2, 10), ("upsert", 2, 10), ("unregister", 2, 1),
-                             ("due", 1, 1), ("mint", 5, 9), ("run_now", 4, 6),
-                             ("drop_member", 2, 3)]:
+REPEAT_SCRIPTS = {"register", "upsert", "unregister", "due", "mint", "run_now", "drop_member"}
+
+
+def test_repeat_methods_pass_exactly_the_header_keys_in_order(
+        redis_client, queue, monkeypatch, server_time_ms):
+    calls = []
+    real_run = scripts.run
+
+    def recording_run(client, name, keys, args):
+        calls.append((name, list(keys), list(args)))
+        return real_run(client, name, keys, args)
+
+    monkeypatch.setattr(scripts, "run", recording_run)
+    rep = Repeat(redis_client)
+    ks = Keyspace(queue)
+    rep.register(queue, "a", every_ms=1000, template={})
+    rep.upsert(queue, "a", every_ms=2000, template={})
+    force_due(redis_client, queue, "a", server_time_ms() - 5)
+    rep.pump(queue)
+    rep.run_now(queue, "a")
+    redis_client.zadd(ks.repeat, {"ghost": 1})
+    rep.pump(queue)
+    rep.advance(queue, "a", expected_ms=1, next_ms=2)
+    rep.remove(queue, "a")
+
+    assert {name for name, _, _ in calls} == REPEAT_SCRIPTS
+    for name, keys, args in calls:
         src = scripts.source(name)
-        assert (len(src.keys), len(src.argv)) == (keys, argv), name
+        assert len(args) == len(src.argv), name
+        values = dict(zip(src.argv, args))
+        built = {"repeat": ks.repeat, "pending": ks.pending, "wake": ks.wake,
+                 "repeat_record": ks.repeat_record(values.get("name", "")),
+                 "job": ks.job(values.get("job_id") or "-")}
+        assert keys == [built[label] for label in src.keys], name
+        if "wake_cap" in values:
+            assert values["wake_cap"] == repeat_module.WAKE_CAP
 
 
 # -- the management command --------------------------------------------------------

@@ -1,7 +1,7 @@
 -- drop_member: take a schedule that cannot run off the registry, so the pump
 -- never spins on it (a member without record, or a record that cannot be read).
 -- KEYS[1] repeat       emq:{q}:repeat
--- KEYS[2] record       emq:{q}:repeat:<name>
+-- KEYS[2] repeat_record emq:{q}:repeat:<name>
 -- ARGV[1] name
 -- ARGV[2] expected_ms  the registry score the caller read
 -- ARGV[3] version      the record version the caller read ('' = the record must not exist)

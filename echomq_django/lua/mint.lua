@@ -2,8 +2,8 @@
 -- as one compare-and-set on the registry score (exactly one job per occurrence
 -- however many metronomes pump, and a paused one that resumes mints nothing).
 -- KEYS[1] repeat       emq:{q}:repeat
--- KEYS[2] record       emq:{q}:repeat:<name>
--- KEYS[3] job          emq:{q}:job:<job_id>, the occurrence's row (untouched when job_id is '')
+-- KEYS[2] repeat_record emq:{q}:repeat:<name>
+-- KEYS[3] job          emq:{q}:job:<job_id>, the occurrence's row (job:- and untouched when job_id is '')
 -- KEYS[4] pending      emq:{q}:pending
 -- KEYS[5] wake         emq:{q}:wake
 -- ARGV[1] name

@@ -1,6 +1,6 @@
 -- register: add a recurring schedule under a name, idempotently (never a silent overwrite).
 -- KEYS[1] repeat       emq:{q}:repeat, ZSET of names scored by next-run ms
--- KEYS[2] record       emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
+-- KEYS[2] repeat_record emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
 -- ARGV[1] name
 -- ARGV[2] definition   canonical JSON of the whole definition, compared byte for byte
 -- ARGV[3] timing       canonical JSON of every_ms, cron, tz, start_at_ms

@@ -1,5 +1,5 @@
 -- run_now: mint one occurrence of a recurring schedule now, leaving its grid alone.
--- KEYS[1] record       emq:{q}:repeat:<name>
+-- KEYS[1] repeat_record emq:{q}:repeat:<name>
 -- KEYS[2] job          emq:{q}:job:<job_id>
 -- KEYS[3] pending      emq:{q}:pending
 -- KEYS[4] wake         emq:{q}:wake

@@ -1,6 +1,6 @@
 -- unregister: remove a recurring schedule (its registry member and its record).
 -- KEYS[1] repeat       emq:{q}:repeat
--- KEYS[2] record       emq:{q}:repeat:<name>
+-- KEYS[2] repeat_record emq:{q}:repeat:<name>
 -- ARGV[1] name
 -- Returns: 1 when the member or the record existed, else 0. Jobs already
 --   minted for the schedule are untouched.

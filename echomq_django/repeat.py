@@ -214,8 +214,17 @@ class RepeatEntry:
     def from_hash(cls, queue: str, name: str, raw: dict, score: Any) -> "RepeatEntry":
         """Build from a decoded record hash and registry score.
 
-        Raises ValueError / KeyError / TypeError for a record that cannot be read.
+        Raises ValueError for a record that cannot be read (a missing field,
+        bad JSON, a non-integer time). The zone and cron are checked only by
+        :attr:`cadence`.
         """
+        try:
+            return cls._from_hash(queue, name, raw, score)
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"record of {name!r} cannot be read: {err!r}") from None
+
+    @classmethod
+    def _from_hash(cls, queue: str, name: str, raw: dict, score: Any) -> "RepeatEntry":
         template = json.loads(raw["template"])
         if not isinstance(template, dict):
             raise ValueError("template is not a JSON object")

@@ -558,3 +558,15 @@ def test_schedules_command_lists_runs_and_removes(rep, redis_client, queue):
         call_command("echomq_schedules", "run", "digest")
     with pytest.raises(CommandError, match="no recurring schedule"):
         call_command("echomq_schedules", "run", "digest", "--queue", queue)
+
+
+def test_schedules_command_lists_an_unreadable_zone_without_failing(rep, redis_client, queue):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    rep.register(queue, "z", every_ms=HOUR, template={})
+    redis_client.hset(Keyspace(queue).repeat_record("z"), "tz", "Nowhere/Zone")
+    out = StringIO()
+    call_command("echomq_schedules", "list", "--queue", queue, stdout=out)
+    assert f"{queue}/z  unreadable" in out.getvalue()

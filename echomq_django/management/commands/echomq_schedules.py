@@ -64,9 +64,13 @@ class Command(BaseCommand):
         if not entries:
             self.stdout.write(f"{queue}: no schedules")
         for e in entries:
+            try:
+                cadence, tz = e.cadence.describe(), e.tz
+            except ValueError as exc:  # a stored zone or cron this system rejects
+                cadence, tz = f"unreadable ({exc})", None
             self.stdout.write(
-                f"{queue}/{e.name}  {e.cadence.describe()}  missed={e.missed}\n"
-                f"    next {_when(e.next_run_ms, e.tz)} ({_when(e.next_run_ms)})\n"
-                f"    last {_when(e.last_run_ms, e.tz)} ({_when(e.last_run_ms)})"
+                f"{queue}/{e.name}  {cadence}  missed={e.missed}\n"
+                f"    next {_when(e.next_run_ms, tz)} ({_when(e.next_run_ms)})\n"
+                f"    last {_when(e.last_run_ms, tz)} ({_when(e.last_run_ms)})"
                 f" job {e.last_job_id or '-'}"
             )

@@ -86,14 +86,17 @@ def get_connection() -> redis.Redis:
         return client
 
 
-def reset_connection() -> None:
+def reset_connection(close: bool = False) -> None:
     """Forget the cached client; the next :func:`get_connection` builds a new one.
 
-    The old client is not closed, since other code may still hold it; its
-    connections close when it is garbage collected.
+    The old client is not closed unless ``close`` is true (runechomq's
+    supervisor closes it before it forks), since other code may still hold
+    it; otherwise its connections close when it is garbage collected.
     """
     global _cached
-    _cached = None
+    cached, _cached = _cached, None
+    if close and cached is not None and cached[0] == os.getpid():
+        cached[2].connection_pool.disconnect()
 
 
 def _after_fork_in_child() -> None:

@@ -81,7 +81,8 @@ class Consumer:
         self.stop = stop or threading.Event()
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self._threads: list[threading.Thread] = []
-        self._inflight: dict[int, Claim] = {}
+        # thread ident -> (claim, lease_ms the heartbeat renews it for)
+        self._inflight: dict[int, tuple[Claim, int]] = {}
         self._lock = threading.Lock()
         self.processed = 0
 
@@ -94,6 +95,8 @@ class Consumer:
                                       name=f"echomq-consumer-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        threading.Thread(target=self._heartbeat_loop, name="echomq-heartbeat",
+                         daemon=True).start()
 
     def alive(self) -> bool:
         """True while any thread runs."""
@@ -113,7 +116,7 @@ class Consumer:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
-            left = list(self._inflight.values())
+            left = [claim for claim, _ in self._inflight.values()]
         released = 0
         for claim in left:
             try:
@@ -158,7 +161,7 @@ class Consumer:
                 self.stop.wait(1.0)
                 continue
             with self._lock:
-                self._inflight[threading.get_ident()] = claim
+                self._inflight[threading.get_ident()] = (claim, self.lease_ms)
             try:
                 self.run_claim(claim)
             finally:
@@ -166,6 +169,24 @@ class Consumer:
                     self._inflight.pop(threading.get_ident(), None)
                 if not self._take_slot():
                     return
+
+    def _heartbeat_loop(self) -> None:
+        """Renew the lease of every running job a third of the way into it, so
+        a handler that outlives its lease is not reaped while it is alive. A
+        worker that dies (or is paused) stops renewing, and reap returns its
+        jobs after the lease."""
+        while not self.stop.is_set() or self.busy():
+            with self._lock:
+                running = list(self._inflight.values())
+            period_s = min([lease for _, lease in running] + [self.lease_ms]) / 3000
+            for claim, lease_ms in running:
+                try:
+                    self.jobs.extend(claim.queue, claim.job_id, claim.token, lease_ms)
+                except StaleTokenError:
+                    pass  # The outcome was recorded meanwhile, or the lease was lost.
+                except Exception:  # noqa: BLE001 - keep beating through a lost connection
+                    log.exception("lease renewal for job %s failed", claim.job_id)
+            time.sleep(max(0.01, period_s))
 
     # -- one job -----------------------------------------------------------
 
@@ -182,12 +203,16 @@ class Consumer:
         if fn is None:
             return self._finish(claim, path, started, "dead", reason="unknown job",
                                 error=f"no @job registered at {path!r} in this worker")
-        max_attempts, policy, lease_ms = fn.effective()
-        if lease_ms != self.lease_ms:
+        max_attempts, policy, _ = fn.effective()
+        # The claim took this worker's lease; a job that names its own gets it.
+        if fn.lease_ms is not None and fn.lease_ms != self.lease_ms:
             try:
-                self.jobs.extend(claim.queue, claim.job_id, claim.token, lease_ms)
+                self.jobs.extend(claim.queue, claim.job_id, claim.token, fn.lease_ms)
             except StaleTokenError:
                 return self._finish(claim, path, started, "stale")
+            with self._lock:
+                if threading.get_ident() in self._inflight:
+                    self._inflight[threading.get_ident()] = (claim, fn.lease_ms)
         if fn.context:
             kwargs = dict(kwargs, context=JobContext(
                 queue=claim.queue, job_id=claim.job_id, attempt=claim.attempts,

@@ -39,6 +39,7 @@ class WorkerOptions:
     consumers: bool = True
     max_jobs: int | None = None
     lease_ms: int | None = None
+    shutdown_grace_ms: int | None = None
 
 
 class Worker:
@@ -49,6 +50,8 @@ class Worker:
         self.config = get_config()
         self.stop = threading.Event()
         self.signalled = 0
+        self.grace_s = (options.shutdown_grace_ms if options.shutdown_grace_ms is not None
+                        else self.config.shutdown_grace_ms) / 1000
 
     # -- signals -----------------------------------------------------------
 
@@ -101,27 +104,13 @@ class Worker:
         """Run until stopped (or, in burst mode, until nothing is ready). Returns 0."""
         self._install_signals()
         opts = self.options
-        metronome = None
         if opts.metronome:
             self._sync_schedules()
-            metronome = self._metronome()
-            if opts.burst:
-                for queue in opts.queues:
-                    metronome.beat(queue)
-            else:
-                metronome.start()
         log.info("runechomq: queues %s, %s", ", ".join(opts.queues), self._describe())
-        try:
-            if not opts.consumers:
-                self.stop.wait() if not opts.burst else None
-            elif opts.processes > 1:
-                self._supervise()
-            else:
-                self._run_consumer()
-        finally:
-            if metronome is not None:
-                metronome.stop()
-                metronome.join(2.0)
+        if opts.processes > 1 and opts.consumers:
+            self._supervise()
+        else:
+            self._run_here(metronome=opts.metronome, consumers=opts.consumers)
         return 0
 
     def _describe(self) -> str:
@@ -134,32 +123,59 @@ class Worker:
             parts.append("burst")
         return ", ".join(parts)
 
+    def _run_here(self, *, metronome: bool, consumers: bool) -> None:
+        """Run the metronome and/or consumers as threads of this process."""
+        beat = None
+        if metronome:
+            beat = self._metronome()
+            if self.options.burst:
+                for queue in self.options.queues:
+                    beat.beat(queue)
+            else:
+                beat.start()
+        try:
+            if consumers:
+                self._run_consumer()
+            elif not self.options.burst:
+                while not self.stop.is_set():
+                    self.stop.wait(0.1)
+        finally:
+            if beat is not None:
+                beat.stop()
+                beat.join(2.0)
+
     def _run_consumer(self) -> None:
         consumer = self._consumer()
         consumer.start()
         # Wait in short steps so signal handlers run promptly in the main thread.
         while consumer.alive() and not self.stop.is_set():
             time.sleep(0.05)
-        released = consumer.shutdown(self.config.shutdown_grace_ms / 1000)
+        released = consumer.shutdown(self.grace_s)
         if released:
             log.warning("handed %d unfinished job(s) back to pending", released)
 
     # -- processes -----------------------------------------------------------
+    # The supervising parent never starts a thread and drops its sockets before
+    # every fork: forking a process that runs threads can copy a lock some
+    # thread holds, and the child would wait on it forever. So the metronome
+    # runs in a child of its own, like the consumers.
 
-    def _fork_child(self) -> int:
-        # Never let a child inherit the parent's database or Redis sockets.
+    def _fork_child(self, role: str) -> int:
         connections.close_all()
+        reset_connection(close=True)
         pid = os.fork()
         if pid:
             return pid
         code = 0
         try:
-            reset_connection()
             self.stop = threading.Event()
             self._install_signals()
-            self._run_consumer()
+            if role == "metronome":
+                self._run_here(metronome=True, consumers=False)
+            else:
+                self._run_here(metronome=False, consumers=True)
         except BaseException:  # noqa: BLE001 - a child must never return into the parent's code
-            log.exception("consumer process failed")
+            log.exception("%s process failed", role)
             code = 1
         finally:
             logging.shutdown()
@@ -167,28 +183,34 @@ class Worker:
         return 0  # unreachable
 
     def _supervise(self) -> None:
-        children = {self._fork_child(): index for index in range(self.options.processes)}
-        while children:
-            if self.stop.is_set():
-                break
+        roles = ["consumer"] * self.options.processes
+        if self.options.metronome and not self.options.burst:
+            roles.append("metronome")
+        elif self.options.metronome:
+            self._run_here(metronome=True, consumers=False)  # burst: one beat, no threads
+            reset_connection(close=True)
+        children = {self._fork_child(role): role for role in roles}
+        while children and not self.stop.is_set():
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 time.sleep(0.1)
                 continue
-            index = children.pop(pid, None)
-            if index is None:
+            role = children.pop(pid, None)
+            if role is None:
                 continue
             code = os.waitstatus_to_exitcode(status)
-            if self.options.burst or (self.options.max_jobs is not None and code == 0):
-                continue  # A child that drained its share is done.
-            log.warning("consumer process %d exited with %d; starting a new one", pid, code)
-            children[self._fork_child()] = index
+            if role == "consumer" and code == 0 and (self.options.burst or self.options.max_jobs):
+                if not any(r == "consumer" for r in children.values()):
+                    break  # Every consumer drained its share: stop the metronome too.
+                continue
+            log.warning("%s process %d exited with %d; starting a new one", role, pid, code)
+            children[self._fork_child(role)] = role
         for pid in children:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + self.config.shutdown_grace_ms / 1000 + 5
+        deadline = time.monotonic() + self.grace_s + 5
         while children and time.monotonic() < deadline:
             pid, _ = os.waitpid(-1, os.WNOHANG)
             if pid:
@@ -196,6 +218,6 @@ class Worker:
             else:
                 time.sleep(0.05)
         for pid in children:
-            log.error("consumer process %d did not stop in time; killing it", pid)
+            log.error("process %d did not stop in time; killing it", pid)
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)

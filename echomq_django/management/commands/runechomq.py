@@ -34,6 +34,9 @@ class Command(BaseCommand):
                             help="exit after this many jobs (per consumer process)")
         parser.add_argument("--lease-ms", type=positive, default=None,
                             help="lease taken at claim (default ECHOMQ['LEASE_MS'])")
+        parser.add_argument("--shutdown-grace-ms", type=int, default=None,
+                            help="on SIGTERM, how long running handlers may finish before their "
+                                 "jobs are handed back to pending (default ECHOMQ['SHUTDOWN_GRACE_MS'])")
         role = parser.add_mutually_exclusive_group()
         role.add_argument("--without-metronome", action="store_true",
                           help="consumers only (another process runs the metronome)")
@@ -52,5 +55,5 @@ class Command(BaseCommand):
             queues=queues, concurrency=options["concurrency"], processes=options["processes"],
             burst=options["burst"], metronome=not options["without_metronome"],
             consumers=not options["metronome_only"], max_jobs=options["max_jobs"],
-            lease_ms=options["lease_ms"]))
+            lease_ms=options["lease_ms"], shutdown_grace_ms=options["shutdown_grace_ms"]))
         worker.run()

@@ -1,0 +1,240 @@
+"""runechomq end to end: a real subprocess against the real test server."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from echomq_django import Jobs
+from echomq_django.keyspace import Keyspace
+from tests.testapp import jobs as testjobs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def runechomq(queue, *args, **popen):
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", "runechomq", queue, *args],
+        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def wait_for(predicate, timeout=15.0, step=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def stop(proc, sig=signal.SIGTERM, timeout=20):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        raise AssertionError("runechomq did not stop in time:\n" + out)
+    return proc.returncode, out
+
+
+def state_of(conn, queue, job_id):
+    row = Jobs(conn).get(queue, job_id)
+    return row.state if row else None
+
+
+def terminal(conn, queue, *job_ids):
+    return all(state_of(conn, queue, j) in ("done", "dead") for j in job_ids)
+
+
+@pytest.fixture
+def worker_procs():
+    procs = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_done_retried_and_dead_then_clean_sigterm(conn, queue, redis_client, worker_procs):
+    ok = testjobs.add.using(queue=queue).enqueue(2, 3)
+    flaky = testjobs.flaky.using(queue=queue).enqueue(f"{queue}:flaky", 2)
+    bad = testjobs.always_fails.using(queue=queue).enqueue(f"{queue}:bad")
+    proc = runechomq(queue, "--concurrency", "2")
+    worker_procs.append(proc)
+    wait_for(lambda: terminal(conn, queue, ok.job_id, flaky.job_id, bad.job_id))
+    code, out = stop(proc)
+    assert code == 0, out
+
+    jobs = Jobs(conn)
+    done = jobs.get(queue, ok.job_id)
+    assert (done.state, done.attempts, done.result_value) == ("done", 1, 5)
+    retried = jobs.get(queue, flaky.job_id)
+    assert (retried.state, retried.attempts, retried.result_value) == ("done", 3, 3)
+    assert "transient failure 2" in retried.last_error
+    dead = jobs.get(queue, bad.job_id)
+    assert (dead.state, dead.attempts, dead.reason) == ("dead", 2, "failed")
+    assert "Traceback" in dead.last_error and "permanent failure" in dead.last_error
+    assert redis_client.zscore(Keyspace(queue).dead, bad.job_id) is not None
+    assert redis_client.get(f"{queue}:bad") == "2"
+    # The log says what happened to each job.
+    assert f"job {ok.job_id} tests.testapp.jobs.add attempt 1 -> done" in out
+    assert f"job {flaky.job_id} tests.testapp.jobs.flaky attempt 1 -> retry in 50 ms" in out
+    assert f"job {bad.job_id} tests.testapp.jobs.always_fails attempt 2 -> dead (failed)" in out
+    assert "received SIGTERM" in out
+
+
+def test_unknown_job_path_goes_dead_and_the_worker_lives_on(conn, queue, worker_procs):
+    jobs = Jobs(conn)
+    evil = "JOB" + "0" * 26
+    jobs.enqueue(queue, evil, json.dumps({"job": "os.system", "args": ["touch /tmp/pwned"], "kwargs": {}}))
+    junk = "JOB" + "0" * 25 + "1"
+    jobs.enqueue(queue, junk, json.dumps([1, 2, 3]))
+    proc = runechomq(queue)
+    worker_procs.append(proc)
+    wait_for(lambda: terminal(conn, queue, evil, junk))
+    after = testjobs.add.using(queue=queue).enqueue(1, 1)
+    wait_for(lambda: state_of(conn, queue, after.job_id) == "done")
+    code, out = stop(proc)
+    assert code == 0, out
+    row = jobs.get(queue, evil)
+    assert (row.state, row.reason) == ("dead", "unknown job")
+    assert "'os.system'" in row.last_error
+    assert jobs.get(queue, junk).reason == "bad payload"
+
+
+def test_job_scheduled_one_second_ahead_starts_within_50_ms(conn, queue, redis_client, worker_procs):
+    proc = runechomq(queue)
+    worker_procs.append(proc)
+    warm = testjobs.add.using(queue=queue).enqueue(0, 0)
+    wait_for(lambda: state_of(conn, queue, warm.job_id) == "done")
+    time.sleep(0.5)  # let the worker go idle
+    lateness = []
+    for i in range(3):
+        handle = testjobs.record_start.using(queue=queue).enqueue_in(1000, f"{queue}:start:{i}")
+        row = Jobs(conn).get(queue, handle.job_id)
+        run_at = row.run_at_ms
+        wait_for(lambda: state_of(conn, queue, handle.job_id) == "done", timeout=5)
+        started = Jobs(conn).get(queue, handle.job_id).started_at_ms
+        handler_saw = int(redis_client.get(f"{queue}:start:{i}"))
+        assert started >= run_at, "started before its run-at"
+        lateness.append(started - run_at)
+        assert handler_saw - run_at < 50
+    stop(proc)
+    assert max(lateness) < 50, lateness
+
+
+def test_sigterm_hands_unfinished_jobs_back(conn, queue, redis_client, worker_procs):
+    handle = testjobs.sleep_then_mark.using(queue=queue).enqueue(f"{queue}:long", 30)
+    proc = runechomq(queue, "--shutdown-grace-ms", "300")
+    worker_procs.append(proc)
+    wait_for(lambda: redis_client.get(f"{queue}:long:started"))
+    started = time.monotonic()
+    code, out = stop(proc, timeout=10)
+    assert code == 0, out
+    assert time.monotonic() - started < 5
+    row = Jobs(conn).get(queue, handle.job_id)
+    assert row.state == "pending" and row.attempts == 0, row
+    assert redis_client.zscore(Keyspace(queue).pending, handle.job_id) == 0
+    assert redis_client.zscore(Keyspace(queue).active, handle.job_id) is None
+    assert "handed back to pending" in out
+
+
+def test_sigterm_lets_a_short_handler_finish(conn, queue, redis_client, worker_procs):
+    handle = testjobs.sleep_then_mark.using(queue=queue).enqueue(f"{queue}:short", 1)
+    proc = runechomq(queue)
+    worker_procs.append(proc)
+    wait_for(lambda: redis_client.get(f"{queue}:short:started"))
+    code, out = stop(proc)
+    assert code == 0, out
+    assert state_of(conn, queue, handle.job_id) == "done"
+    assert redis_client.get(f"{queue}:short:finished") == "1"
+
+
+def test_burst_drains_and_exits(conn, queue, worker_procs):
+    fn = testjobs.add.using(queue=queue)
+    handles = [fn.enqueue(i, i) for i in range(5)]
+    due = Jobs(conn).enqueue_at(queue, "JOB" + "1" * 26, fn._payload((9, 9), {}), 1000)
+    later = fn.enqueue_in(60_000, 1, 1)
+    proc = runechomq(queue, "--burst")
+    worker_procs.append(proc)
+    code, out = proc.communicate(timeout=20)
+    assert proc.returncode == 0, code
+    assert all(state_of(conn, queue, h.job_id) == "done" for h in handles)
+    assert due == "scheduled" and state_of(conn, queue, "JOB" + "1" * 26) == "done"
+    assert state_of(conn, queue, later.job_id) == "scheduled"
+
+
+def test_max_jobs(conn, queue, redis_client, worker_procs):
+    fn = testjobs.add.using(queue=queue)
+    handles = [fn.enqueue(i, i) for i in range(5)]
+    proc = runechomq(queue, "--concurrency", "1", "--max-jobs", "2")
+    worker_procs.append(proc)
+    proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    states = [state_of(conn, queue, h.job_id) for h in handles]
+    assert states == ["done", "done", "pending", "pending", "pending"]
+
+
+def test_processes_share_the_queue(conn, queue, redis_client, worker_procs):
+    fn = testjobs.sleep_then_mark.using(queue=queue)
+    handles = [fn.enqueue(f"{queue}:p{i}", 0.3) for i in range(8)]
+    proc = runechomq(queue, "--processes", "2", "--concurrency", "1")
+    worker_procs.append(proc)
+    wait_for(lambda: terminal(conn, queue, *(h.job_id for h in handles)), timeout=20)
+    code, out = stop(proc)
+    assert code == 0, out
+    pids = {Jobs(conn).get(queue, h.job_id).consumer.split(":")[1] for h in handles}
+    assert len(pids) == 2 and str(proc.pid) not in pids
+
+
+def test_split_roles_metronome_only_and_consumers_only(conn, queue, worker_procs):
+    consumer = runechomq(queue, "--without-metronome")
+    metronome = runechomq(queue, "--metronome-only")
+    worker_procs.extend([consumer, metronome])
+    handle = testjobs.add.using(queue=queue).enqueue_in(300, 4, 4)
+    wait_for(lambda: state_of(conn, queue, handle.job_id) == "done")
+    assert stop(consumer)[0] == 0
+    assert stop(metronome)[0] == 0
+
+
+@pytest.mark.slow
+def test_killed_worker_job_is_reaped_and_completes_on_attempt_2(conn, queue, redis_client, worker_procs):
+    handle = testjobs.sleep_then_mark.using(queue=queue).enqueue(f"{queue}:kill", 1)
+    first = runechomq(queue, "--lease-ms", "1000")
+    worker_procs.append(first)
+    wait_for(lambda: redis_client.get(f"{queue}:kill:started"))
+    first.kill()
+    first.communicate()
+    killed_at = time.monotonic()
+    second = runechomq(queue, "--lease-ms", "1000")
+    worker_procs.append(second)
+    try:
+        wait_for(lambda: state_of(conn, queue, handle.job_id) == "done", timeout=10)
+    except AssertionError:
+        second.kill()
+        print(Jobs(conn).get(queue, handle.job_id), second.communicate()[0])
+        raise
+    row = Jobs(conn).get(queue, handle.job_id)
+    assert row.attempts == 2 and row.stalls == 1
+    # Back in pending within the lease (1 s) + one reaper tick, then a 1 s run.
+    assert time.monotonic() - killed_at < 1.0 + 1.0 + 1.5
+    assert stop(second)[0] == 0
+
+
+def test_command_rejects_bad_queue_names(worker_procs):
+    proc = runechomq("bad queue")
+    worker_procs.append(proc)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode != 0
+    assert "queue name must be 1-100 characters" in out

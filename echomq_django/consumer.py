@@ -39,6 +39,8 @@ log = logging.getLogger("echomq.consumer")
 
 #: How long an idle thread blocks on the wake lists before it re-checks stop.
 IDLE_BLOCK_S = 1.0
+#: How often a consumer process announces itself (s); the announcement lives 5x this.
+ANNOUNCE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class Consumer:
         self._inflight: dict[int, tuple[Claim, int]] = {}
         self._lock = threading.Lock()
         self.processed = 0
+        self.started_at_ms = int(time.time() * 1000)  # shown to staff only, never compared
 
     # -- lifecycle -------------------------------------------------------
 
@@ -126,6 +129,7 @@ class Consumer:
                             claim.job_id)
             except StaleTokenError:
                 pass  # It finished, or its lease was reaped, in the meantime.
+        self._retire()
         return released
 
     # -- the loop ----------------------------------------------------------
@@ -172,21 +176,46 @@ class Consumer:
 
     def _heartbeat_loop(self) -> None:
         """Renew the lease of every running job a third of the way into it, so
-        a handler that outlives its lease is not reaped while it is alive. A
-        worker that dies (or is paused) stops renewing, and reap returns its
-        jobs after the lease."""
+        a handler that outlives its lease is not reaped while it is alive, and
+        announce this process every ANNOUNCE_S (what the admin lists). A worker
+        that dies (or is paused) stops renewing, and reap returns its jobs
+        after the lease."""
+        renewed_at = announced_at = 0.0
         while not self.stop.is_set() or self.busy():
+            now = time.monotonic()
             with self._lock:
                 running = list(self._inflight.values())
             period_s = min([lease for _, lease in running] + [self.lease_ms]) / 3000
-            for claim, lease_ms in running:
-                try:
-                    self.jobs.extend(claim.queue, claim.job_id, claim.token, lease_ms)
-                except StaleTokenError:
-                    pass  # The outcome was recorded meanwhile, or the lease was lost.
-                except Exception:  # noqa: BLE001 - keep beating through a lost connection
-                    log.exception("lease renewal for job %s failed", claim.job_id)
-            time.sleep(max(0.01, period_s))
+            if now - renewed_at >= period_s:
+                renewed_at = now
+                for claim, lease_ms in running:
+                    try:
+                        self.jobs.extend(claim.queue, claim.job_id, claim.token, lease_ms)
+                    except StaleTokenError:
+                        pass  # The outcome was recorded meanwhile, or the lease was lost.
+                    except Exception:  # noqa: BLE001 - keep beating through a lost connection
+                        log.exception("lease renewal for job %s failed", claim.job_id)
+            if now - announced_at >= ANNOUNCE_S:
+                announced_at = now
+                self._announce(len(running))
+            time.sleep(max(0.01, min(period_s, ANNOUNCE_S) / 2))
+        self._retire()
+
+    def _announce(self, busy: int) -> None:
+        try:
+            self.jobs.announce(self.name, {
+                "host": socket.gethostname(), "pid": os.getpid(),
+                "queues": ",".join(self.queues), "concurrency": self.concurrency,
+                "busy": busy, "started_at_ms": self.started_at_ms,
+            }, self.queues, ttl_ms=int(ANNOUNCE_S * 5000))
+        except Exception:  # noqa: BLE001 - the admin's view must never stop the work
+            log.exception("announcing this worker failed")
+
+    def _retire(self) -> None:
+        try:
+            self.jobs.retire(self.name)
+        except Exception:  # noqa: BLE001
+            log.exception("withdrawing this worker's announcement failed")
 
     # -- one job -----------------------------------------------------------
 

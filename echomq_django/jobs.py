@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import scripts
-from .keyspace import Keyspace
+from . import keyspace
+from .keyspace import STATS_TTL_MS, Keyspace
 
 MAX_MS = 2**53
 #: Defaults the consumer overrides from settings (docs/protocol.md, "Retention").
@@ -226,7 +227,7 @@ class Jobs:
         ks = Keyspace(queue)
         _check_str("consumer", consumer)
         _check_int("lease_ms", lease_ms, 1)
-        reply = scripts.run(self.conn, "claim", [ks.pending, ks.active, ks.token, ks.wake, ks.beat],
+        reply = scripts.run(self.conn, "claim", [ks.pending, ks.active, ks.token, ks.wake, ks.beat, ks.paused],
                             [ks.base, consumer, lease_ms, WAKE_CAP])
         if reply is None:
             return None
@@ -245,7 +246,8 @@ class Jobs:
         text = "" if result is None else _to_json("result", result)
         _check_int("keep_ms", keep_ms, 1)
         return scripts.run(self.conn, "ack", [ks.job(job_id), ks.active],
-                           [job_id, _check_str("token", token), text, keep_ms])
+                           [job_id, _check_str("token", token), text, keep_ms, ks.base,
+                            STATS_TTL_MS])
 
     def retry(self, queue: str, job_id: str, token: str, delay_ms: int, error: str = "") -> int:
         """Re-park the job held by ``token`` on ``schedule`` at server now + ``delay_ms``.
@@ -256,7 +258,8 @@ class Jobs:
         ks = Keyspace(queue)
         _check_int("delay_ms", delay_ms, 0)
         return scripts.run(self.conn, "retry", [ks.job(job_id), ks.active, ks.schedule, ks.beat],
-                           [job_id, _check_str("token", token), delay_ms, str(error)])
+                           [job_id, _check_str("token", token), delay_ms, str(error), ks.base,
+                            STATS_TTL_MS])
 
     def dead(self, queue: str, job_id: str, token: str, reason: str, error: str = "",
              dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, dead_max: int = DEFAULT_DEAD_MAX) -> int:
@@ -271,7 +274,7 @@ class Jobs:
         _check_int("dead_max", dead_max, 1)
         return scripts.run(self.conn, "dead", [ks.job(job_id), ks.active, ks.dead],
                            [job_id, _check_str("token", token), _check_str("reason", reason),
-                            str(error), ks.base, dead_ttl_ms, dead_max])
+                            str(error), ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS])
 
     def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
         """Push the lease held by ``token`` to server now + ``lease_ms``.
@@ -293,6 +296,54 @@ class Jobs:
         ks = Keyspace(queue)
         scripts.run(self.conn, "release", [ks.job(job_id), ks.active, ks.pending, ks.wake],
                     [job_id, _check_str("token", token), WAKE_CAP])
+
+    # -- control -----------------------------------------------------------
+
+    def cancel(self, queue: str, job_id: str, keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Cancel a job (docs/protocol.md, "cancel").
+
+        Returns ``"cancelled"`` (it was pending or scheduled: it left its set
+        and never runs), ``"flagged"`` (it is running: its handler sees
+        ``context.cancelled`` and the job ends cancelled) or ``"finished"``
+        (done, dead or cancelled already: nothing changes). Raises
+        NoSuchJobError when the row does not exist.
+        """
+        ks = Keyspace(queue)
+        _check_int("keep_ms", keep_ms, 1)
+        code = scripts.run(self.conn, "cancel", [ks.job(_check_str("job_id", job_id)), ks.pending,
+                                                  ks.schedule], [job_id, keep_ms])
+        return {1: "cancelled", 2: "flagged", 0: "finished"}[int(code)]
+
+    def pause(self, queue: str) -> bool:
+        """Stop consumers claiming from ``queue`` (the metronome keeps promoting).
+        Returns False when it was already paused."""
+        return scripts.run(self.conn, "pause", [Keyspace(queue).paused], []) == 1
+
+    def resume(self, queue: str) -> bool:
+        """Let consumers claim from ``queue`` again. Returns False when it was not paused."""
+        ks = Keyspace(queue)
+        return scripts.run(self.conn, "resume", [ks.paused, ks.pending, ks.wake], [WAKE_CAP]) == 1
+
+    def is_paused(self, queue: str) -> bool:
+        """True while ``queue`` is paused."""
+        return bool(self.conn.exists(Keyspace(queue).paused))
+
+    def announce(self, worker_id: str, fields: dict, queues: list[str], ttl_ms: int) -> int:
+        """Record that runechomq process ``worker_id`` is alive (see keyspace.WORKERS).
+
+        ``fields`` is a flat dict of str/int values. Returns the server time (ms).
+        """
+        for q in queues:
+            keyspace.validate_queue_name(q)
+        return scripts.run(self.conn, "announce",
+                           [keyspace.WORKERS, keyspace.worker(worker_id), keyspace.QUEUES],
+                           [worker_id, _check_int("ttl_ms", ttl_ms, 1),
+                            json.dumps(fields), json.dumps(list(queues))])
+
+    def retire(self, worker_id: str) -> None:
+        """Withdraw process ``worker_id``'s announcement."""
+        scripts.run(self.conn, "retire", [keyspace.WORKERS, keyspace.worker(worker_id)],
+                    [worker_id])
 
     # -- reads -----------------------------------------------------------
 

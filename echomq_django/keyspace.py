@@ -83,6 +83,17 @@ class Keyspace:
         """LIST of one marker: wakes the metronome when an earlier run-at appears."""
         return self.base + "beat"
 
+    @property
+    def paused(self) -> str:
+        """STRING, present while the queue is paused: claim serves nothing."""
+        return self.base + "paused"
+
+    def stats(self, kind: str, minute: int) -> str:
+        """STRING counter of ``kind`` ("done" or "failed") in one minute
+        (``minute`` = server ms // 60000); scripts INCR it and it expires on
+        its own after STATS_TTL_MS."""
+        return f"{self.base}stats:{kind}:{minute}"
+
     def job(self, job_id: str) -> str:
         """HASH: the job's row (state, attempts, payload, token, times, errors)."""
         return f"{self.base}job:{job_id}"
@@ -94,3 +105,22 @@ class Keyspace:
     def lane_pending(self, group: str) -> str:
         """ZSET, score 0: a lane's (group's) own pending set (lanes, later)."""
         return f"{self.base}g:{group}:pending"
+
+
+#: How long a per-minute counter lives (ms): the admin charts the last hour.
+STATS_TTL_MS = 2 * 3_600_000
+
+#: Keys shared by every queue live under a root whose tag no queue can have
+#: ("~" is not a queue-name character), so they never collide with a queue.
+GLOBAL_BASE = "emq:{~}:"
+#: ZSET, score = last announcement (server ms): live runechomq processes.
+WORKERS = GLOBAL_BASE + "workers"
+#: ZSET, score = last announcement (server ms): queues live processes serve.
+QUEUES = GLOBAL_BASE + "queues"
+
+
+def worker(worker_id: str) -> str:
+    """HASH: one runechomq process's announcement (host, pid, queues,
+    concurrency, busy, started_at_ms, heartbeat_ms); expires when it stops
+    announcing."""
+    return f"{GLOBAL_BASE}worker:{worker_id}"

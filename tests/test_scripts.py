@@ -17,7 +17,8 @@ PROTOCOL_SCRIPTS = ["ack", "claim", "dead", "enqueue", "horizon", "promote", "re
                     "retry", "schedule"]
 SCRIPTS = scripts.script_names()
 #: KEYS header labels that name a Keyspace attribute (``job`` is ``ks.job(id)``).
-KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "token", "wake", "beat", "job", "repeat_record"}
+KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "token", "wake", "beat", "job", "repeat_record", "paused",
+              "workers", "worker", "queues"}
 
 
 def _snapshot(client: redis.Redis, *patterns: str) -> dict:
@@ -261,7 +262,8 @@ def test_run_raises_the_mapped_exception_from_a_real_script(conn, queue):
         scripts.run(conn, "enqueue", [ks.job(job_id), ks.pending, ks.wake], [job_id, "{}", 1])
     with pytest.raises(exceptions.StaleTokenError, match="job row does not exist"):
         job_id = BrandedId.generate()
-        scripts.run(conn, "ack", [ks.job(job_id), ks.active], [job_id, "1", "", 1000])
+        scripts.run(conn, "ack", [ks.job(job_id), ks.active],
+                    [job_id, "1", "", 1000, ks.base, 60_000])
 
 
 def test_other_server_errors_pass_through_as_redis_errors(conn, redis_client, queue):
@@ -302,23 +304,34 @@ def _base_cases(jobs: Jobs, queue: str):
     jobs.enqueue(queue, waiting, "{}")
     dying = jobs.claim(queue, "w", 60_000)              # dead would end it
     assert dying.job_id == waiting
+    acking = BrandedId.generate()
+    jobs.enqueue(queue, acking, "{}")
+    to_ack = jobs.claim(queue, "w", 60_000)             # ack would finish it
+    retrying = BrandedId.generate()
+    jobs.enqueue(queue, retrying, "{}")
+    to_retry = jobs.claim(queue, "w", 60_000)           # retry would re-park it
     spare = BrandedId.generate()
     jobs.enqueue(queue, spare, "{}")                    # claim would pop it
     return {
+        "ack": (keys_for("ack", ks, to_ack.job_id),
+                lambda base: [to_ack.job_id, to_ack.token, "", 60_000, base, 60_000]),
+        "retry": (keys_for("retry", ks, to_retry.job_id),
+                  lambda base: [to_retry.job_id, to_retry.token, 10, "err", base, 60_000]),
         "promote": (keys_for("promote", ks), lambda base: [base, 1000, WAKE_CAP]),
         "reap": (keys_for("reap", ks), lambda base: [base, 1000, WAKE_CAP]),
         "claim": (keys_for("claim", ks), lambda base: [base, "w", 60_000, WAKE_CAP]),
         "dead": (keys_for("dead", ks, dying.job_id),
-                 lambda base: [dying.job_id, dying.token, "failed", "err", base, 60_000, 1]),
-    }, [scheduled, held, waiting, spare]
+                 lambda base: [dying.job_id, dying.token, "failed", "err", base, 60_000, 1,
+                               60_000]),
+    }, [scheduled, held, waiting, acking, retrying, spare]
 
 
 def test_the_scripts_taking_a_base_are_the_ones_tested_here():
     assert [n for n in SCRIPTS if "base" in scripts.source(n).argv] == [
-        "claim", "dead", "promote", "reap"]
+        "ack", "claim", "dead", "promote", "reap", "retry"]
 
 
-@pytest.mark.parametrize("name", ["claim", "dead", "promote", "reap"])
+@pytest.mark.parametrize("name", ["ack", "claim", "dead", "promote", "reap", "retry"])
 def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
     conn, redis_client, queue, name
 ):

@@ -5,11 +5,12 @@
 -- KEYS[4] wake     emq:{q}:wake
 -- KEYS[5] beat     emq:{q}:beat, wakes the metronome when this lease is the
 --                  earliest deadline (so reap runs on time)
+-- KEYS[6] paused   emq:{q}:paused, present while the queue is paused
 -- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
 -- ARGV[2] consumer a name for the holder (host:pid:thread)
 -- ARGV[3] lease_ms the lease length
 -- ARGV[4] wake_cap most wake markers kept
--- Returns: nil when pending is empty, else
+-- Returns: nil when pending is empty or the queue is paused, else
 --   {job_id, token, payload, attempts, lease_deadline_ms, now_ms}.
 -- Errors: EMQKEY the base root is not the prefix of KEYS[1].
 -- @include now
@@ -18,6 +19,9 @@
 local bad = check_base(ARGV[1], KEYS[1])
 if bad then return bad end
 local base = ARGV[1]
+if redis.call('EXISTS', KEYS[6]) == 1 then
+  return nil
+end
 -- A member whose row is gone (deleted by hand) is skipped, a bounded number
 -- of times per call, so one claim never walks an unbounded set.
 for _ = 1, 100 do

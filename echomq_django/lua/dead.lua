@@ -9,12 +9,14 @@
 -- ARGV[5] base        emq:{q}: (rows of trimmed dead letters are deleted)
 -- ARGV[6] dead_ttl_ms how long a dead letter is kept
 -- ARGV[7] dead_max    most dead letters kept; the oldest go first
+-- ARGV[8] stats_ttl_ms how long a per-minute counter lives ('failed' counts deaths)
 -- Returns: the time of death, server ms.
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQKEY the base root is not the prefix of KEYS[3].
 -- @include now
 -- @include fence
 -- @include base
+-- @include stats
 local bad = check_base(ARGV[5], KEYS[3])
 if bad then return bad end
 local stale = fence(KEYS[1], ARGV[2])
@@ -26,6 +28,7 @@ redis.call('HSET', KEYS[1], 'state', 'dead', 'reason', ARGV[3], 'last_error', AR
   'finished_at_ms', now)
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))
 redis.call('ZADD', KEYS[3], now, ARGV[1])
+count(ARGV[5], 'failed', now, tonumber(ARGV[8]))
 -- Retention, in bounded steps: drop letters older than the ttl (their rows
 -- have expired on their own), then the oldest past the count limit.
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[6]))

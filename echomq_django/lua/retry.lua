@@ -7,11 +7,18 @@
 -- ARGV[2] token    the token the claim returned
 -- ARGV[3] delay_ms the backoff delay, computed above the wire
 -- ARGV[4] error    the failure's text (traceback), kept as last_error
+-- ARGV[5] base     emq:{q}: (this minute's counter is base .. 'stats:failed:' .. minute)
+-- ARGV[6] stats_ttl_ms how long a per-minute counter lives
 -- Returns: the run-at score, server ms.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes).
+-- Errors: EMQSTALE the token does not hold the lease (nothing changes);
+--         EMQKEY the base root is not the queue root of KEYS[2].
 -- @include now
 -- @include signal
 -- @include fence
+-- @include base
+-- @include stats
+local bad = check_base(ARGV[5], KEYS[2])
+if bad then return bad end
 local stale = fence(KEYS[1], ARGV[2])
 if stale then return stale end
 local now = now_ms()
@@ -25,4 +32,5 @@ redis.call('ZADD', KEYS[3], score, ARGV[1])
 if head[2] == nil or score < tonumber(head[2]) then
   signal(KEYS[4], 1, 1)
 end
+count(ARGV[5], 'failed', now, tonumber(ARGV[6]))
 return score

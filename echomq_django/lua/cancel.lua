@@ -1,0 +1,27 @@
+-- cancel: a pending or scheduled job ends cancelled at once and never runs; a
+-- running one is flagged, and its handler sees the flag at its next check.
+-- KEYS[1] job      emq:{q}:job:<id>, the row
+-- KEYS[2] pending  emq:{q}:pending
+-- KEYS[3] schedule emq:{q}:schedule
+-- ARGV[1] job_id
+-- ARGV[2] keep_ms  how long the cancelled row is kept (PEXPIRE)
+-- Returns: 1 cancelled, 2 running and flagged (cancel_requested = 1),
+--          0 already finished (done, dead or cancelled; nothing changes).
+-- Errors: EMQNOJOB no such row.
+-- @include now
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then
+  return redis.error_reply('EMQNOJOB no job ' .. ARGV[1])
+end
+if state == 'active' then
+  redis.call('HSET', KEYS[1], 'cancel_requested', '1')
+  return 2
+end
+if state ~= 'pending' and state ~= 'scheduled' then
+  return 0
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at_ms', now_ms())
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return 1

@@ -516,13 +516,17 @@ _DECLARED_KEYS = {"queue", "name", "every_ms", "cron", "tz", "template", "missed
                   "start_at_ms"}
 
 
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 def sync(conn, declared: Iterable[dict], *, prune: bool = False,
          queues: Iterable[str] = ()) -> dict[str, int]:
     """Make the registry match the declared schedules (docs/repeat.md, "sync").
 
     ``declared``: dicts with keys ``queue``, ``name``, ``every_ms`` or
     ``cron``, and optionally ``tz``, ``template`` (default ``{}``),
-    ``missed``, ``start_at_ms``. Every entry is validated before anything is
+    ``missed``, ``start_at_ms`` (None means the default for each). Every entry is validated before anything is
     written. An unchanged name is untouched (its next run is kept); a changed
     one is upserted and logged; a name whose member or record was missing is
     written afresh (``repaired``). With ``prune=True`` the live names of the
@@ -549,8 +553,8 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
             ks = Keyspace(item.get("queue"))
             definition = _Definition.build(
                 item.get("name"), every_ms=item.get("every_ms"), cron=item.get("cron"),
-                tz=item.get("tz"), template=item.get("template", {}),
-                start_at_ms=item.get("start_at_ms"), missed=item.get("missed", "coalesce"))
+                tz=item.get("tz"), template=_or(item.get("template"), {}),
+                start_at_ms=item.get("start_at_ms"), missed=_or(item.get("missed"), "coalesce"))
         except (TypeError, ValueError) as err:
             raise type(err)(f"declared[{index}] ({item.get('name')!r}): {err}") from None
         key = (ks.queue, definition.name)

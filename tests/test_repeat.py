@@ -570,3 +570,12 @@ def test_schedules_command_lists_an_unreadable_zone_without_failing(rep, redis_c
     out = StringIO()
     call_command("echomq_schedules", "list", "--queue", queue, stdout=out)
     assert f"{queue}/z  unreadable" in out.getvalue()
+
+
+def test_sync_takes_none_as_the_default(rep, redis_client, queue):
+    counts = sync(redis_client, [{"queue": queue, "name": "n", "every_ms": HOUR, "cron": None,
+                                  "tz": None, "template": None, "missed": None,
+                                  "start_at_ms": None}])
+    assert counts["registered"] == 1
+    entry = rep.get(queue, "n")
+    assert (entry.template, entry.missed, entry.tz) == ({}, "coalesce", "UTC")

@@ -1,0 +1,18 @@
+-- admin_delete: remove a job that is not running: its row and its member in
+-- pending, schedule and dead.
+-- KEYS[1] job      emq:{q}:job:<id>, the row
+-- KEYS[2] pending  emq:{q}:pending
+-- KEYS[3] schedule emq:{q}:schedule
+-- KEYS[4] dead     emq:{q}:dead
+-- ARGV[1] job_id
+-- Returns: 1 deleted; 0 nothing found (nothing changes);
+--          2 the job is running (state active; nothing changes: cancel it).
+if redis.call('HGET', KEYS[1], 'state') == 'active' then
+  return 2
+end
+local found = redis.call('ZREM', KEYS[2], ARGV[1]) + redis.call('ZREM', KEYS[3], ARGV[1])
+  + redis.call('ZREM', KEYS[4], ARGV[1]) + redis.call('DEL', KEYS[1])
+if found > 0 then
+  return 1
+end
+return 0

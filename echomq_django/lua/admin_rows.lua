@@ -1,0 +1,39 @@
+-- admin_rows: read one page of rows for the admin's set browser; writes nothing.
+-- Each value comes back cut to at most `cut` bytes, so a 512 KB payload or a
+-- long traceback never crosses the wire for a list; the job's dotted path is
+-- read from the whole payload here for the same reason.
+-- KEYS[1] pending  emq:{q}:pending, not read: it anchors the base check and the
+--                  slot, whichever set the ids were read from
+-- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
+-- ARGV[2] cut      most bytes returned per value
+-- ARGV[3] ids      JSON array of job ids, at most 500
+-- ARGV[4] fields   JSON array of row field names to read (HMGET order)
+-- Returns: one array per id, in order: the fields' values (nil when absent;
+--          every value of a missing row is nil), then the payload's "job"
+--          path (nil when absent or not found).
+-- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+--         EMQARG more than 500 ids.
+-- @include base
+local bad = check_base(ARGV[1], KEYS[1])
+if bad then return bad end
+local cut = tonumber(ARGV[2])
+local ids = cjson.decode(ARGV[3])
+local fields = cjson.decode(ARGV[4])
+if #ids > 500 then
+  return redis.error_reply('EMQARG at most 500 ids per call, got ' .. #ids)
+end
+local out = {}
+for i, id in ipairs(ids) do
+  local row = ARGV[1] .. 'job:' .. id
+  local values = redis.call('HMGET', row, unpack(fields))
+  for j = 1, #fields do
+    if values[j] and #values[j] > cut then
+      values[j] = string.sub(values[j], 1, cut)
+    end
+  end
+  local payload = redis.call('HGET', row, 'payload')
+  local path = payload and string.match(payload, '"job"%s*:%s*"([^"]*)"') or false
+  values[#fields + 1] = path or false
+  out[i] = values
+end
+return out

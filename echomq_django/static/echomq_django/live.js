@@ -1,0 +1,97 @@
+// EchoMQ dashboard: refresh the page's live part in place every couple of
+// seconds, with a pause toggle and an "updated N s ago" mark. The server
+// answers ?fragment=1 with the live part only (header X-EchoMQ-Live: 1); any
+// other answer (a login page after the session ended, an error) leaves the
+// page as it is and marks the stamp stale.
+(function () {
+  "use strict";
+
+  function start() {
+    var root = document.getElementById("emq-live");
+    var toggle = document.getElementById("emq-live-toggle");
+    var stamp = document.getElementById("emq-live-stamp");
+    if (!root || !toggle || !stamp) {
+      return;
+    }
+    var every = parseInt(root.getAttribute("data-refresh-ms"), 10) || 2000;
+    var paused = false;
+    var busy = false;
+    var last = Date.now();
+    var failed = false;
+
+    function fragmentUrl() {
+      var url = new URL(window.location.href);
+      url.searchParams.set("fragment", "1");
+      return url.toString();
+    }
+
+    function showAge() {
+      var seconds = Math.max(0, Math.round((Date.now() - last) / 1000));
+      var text = "updated " + seconds + " s ago";
+      if (paused) {
+        text += " (paused)";
+      } else if (failed) {
+        text += " (last refresh failed)";
+      }
+      stamp.textContent = text;
+      stamp.classList.toggle("emq-stale", failed);
+    }
+
+    function typing() {
+      // Do not swap the form someone is typing in.
+      var el = document.activeElement;
+      return el && root.contains(el) && (el.tagName === "INPUT" || el.tagName === "TEXTAREA");
+    }
+
+    function refresh() {
+      if (paused || busy || document.hidden || typing()) {
+        return;
+      }
+      busy = true;
+      fetch(fragmentUrl(), {
+        credentials: "same-origin",
+        headers: { "X-Requested-With": "XMLHttpRequest" },
+        cache: "no-store",
+        redirect: "manual"
+      }).then(function (response) {
+        if (!response.ok || response.headers.get("X-EchoMQ-Live") !== "1") {
+          throw new Error("status " + response.status);
+        }
+        return response.text();
+      }).then(function (html) {
+        if (!paused) {
+          root.innerHTML = html;
+          last = Date.now();
+          failed = false;
+          root.dispatchEvent(new CustomEvent("emq:refreshed", { bubbles: true }));
+        }
+      }).catch(function () {
+        failed = true;
+      }).then(function () {
+        busy = false;
+        showAge();
+      });
+    }
+
+    toggle.addEventListener("click", function () {
+      paused = !paused;
+      toggle.setAttribute("aria-pressed", paused ? "true" : "false");
+      toggle.textContent = paused ? "Resume live updates" : "Pause live updates";
+      root.classList.toggle("emq-frozen", paused);
+      showAge();
+      if (!paused) {
+        refresh();
+      }
+    });
+
+    window.setInterval(refresh, every);
+    window.setInterval(showAge, 1000);
+    showAge();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

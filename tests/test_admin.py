@@ -1,0 +1,698 @@
+"""The admin dashboard through Django's test client, against the real test server.
+
+Permissions (anonymous, staff without permission, view, change), CSRF, GET
+refused on actions, every action's effect on the sets, the pages' content,
+and the number of Redis commands each page costs (INFO commandstats delta),
+which must not grow with the size of the sets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client, override_settings
+
+from echomq_django import dashboard, scripts
+from echomq_django.actions import BATCH, Actions
+from echomq_django.ids import BrandedId
+from echomq_django.jobs import WAKE_CAP, Jobs
+from echomq_django.keyspace import Keyspace
+from echomq_django.repeat import Repeat
+
+pytestmark = pytest.mark.django_db
+
+ADMIN = "/admin/echomq_django/queue/"
+
+
+def set_url(queue, set_name):
+    return f"{ADMIN}{queue}/{set_name}/"
+
+
+def job_url(queue, job_id):
+    return f"{ADMIN}{queue}/job/{job_id}/"
+
+
+def action_url(queue, name):
+    return f"{ADMIN}{queue}/action/{name}/"
+
+
+def payload(*args):
+    return json.dumps({"job": "tests.testapp.jobs.add", "args": list(args), "kwargs": {}})
+
+
+@pytest.fixture
+def make_staff(django_user_model):
+    def make_staff(*codenames, username=None):
+        user = django_user_model.objects.create_user(
+            username=username or "staff-" + "-".join(codenames or ("none",)),
+            password="pw", is_staff=True)
+        for codename in codenames:
+            user.user_permissions.add(Permission.objects.get(
+                content_type__app_label="echomq_django", codename=codename))
+        return user
+
+    return make_staff
+
+
+@pytest.fixture
+def viewer(make_staff):
+    client = Client()
+    client.force_login(make_staff("view_queue"))
+    return client
+
+
+@pytest.fixture
+def changer(make_staff):
+    client = Client()
+    client.force_login(make_staff("view_queue", "change_queue"))
+    return client
+
+
+@pytest.fixture
+def configured(valkey_url, queue):
+    with override_settings(ECHOMQ={"URL": valkey_url, "QUEUES": [queue]}):
+        yield queue
+
+
+def snapshot(client, queue):
+    """Every key of ``queue`` with its full content (test-only SCAN)."""
+    state = {}
+    for key in client.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
+        kind = client.type(key)
+        if kind == "hash":
+            value = client.hgetall(key)
+        elif kind == "zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "list":
+            value = client.lrange(key, 0, -1)
+        else:
+            value = client.get(key)
+        state[key] = (kind, value, client.pttl(key) > 0)
+    return state
+
+
+def seed(conn, queue):
+    """One job in each set, and one recurring schedule; returns their ids."""
+    jobs = Jobs(conn)
+    ids = {name: BrandedId.generate() for name in ("pending", "schedule", "active", "dead")}
+    jobs.enqueue(queue, ids["active"], payload(1, 1))
+    claim = jobs.claim(queue, "host:1", 60_000)
+    assert claim.job_id == ids["active"]
+    jobs.enqueue(queue, ids["dead"], payload(2, 2))
+    dying = jobs.claim(queue, "host:1", 60_000)
+    jobs.dead(queue, dying.job_id, dying.token, "failed",
+              "Traceback (most recent call last):\nValueError: boom")
+    jobs.enqueue(queue, ids["pending"], payload(3, 3))
+    jobs.enqueue_in(queue, ids["schedule"], payload(4, 4), 600_000)
+    Repeat(conn).register(queue, "nightly", cron="0 3 * * *", tz="Europe/Berlin",
+                          template={"job": "tests.testapp.jobs.add", "args": [1, 2],
+                                    "kwargs": {}})
+    return ids
+
+
+# -- where it lives and who may see it ---------------------------------------------
+
+
+def test_admin_index_lists_echomq_queues_for_a_viewer(viewer):
+    response = viewer.get("/admin/")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "EchoMQ" in text
+    assert f'href="{ADMIN}"' in text and "Queues" in text
+
+
+def test_pages_extend_the_admin_base_and_ship_their_own_static(viewer, configured, conn):
+    ids = seed(conn, configured)
+    for url in (ADMIN, set_url(configured, "schedule"), job_url(configured, ids["pending"])):
+        text = viewer.get(url).content.decode()
+        assert 'id="site-name"' in text  # admin/base_site.html
+        assert "/static/echomq_django/live.js" in text
+        assert "/static/echomq_django/dashboard.css" in text
+        # No CDN: nothing is loaded from another origin.
+        assert not re.search(r'(src|href)="(https?:)?//', text)
+
+
+@pytest.mark.parametrize("url", [ADMIN, set_url("q1", "pending"), job_url("q1", "JOBX")])
+def test_anonymous_is_sent_to_the_admin_login(client, url):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/?next=")
+
+
+def test_anonymous_post_acts_not_and_is_sent_to_login(client, conn, queue, redis_client):
+    ids = seed(conn, queue)
+    before = snapshot(redis_client, queue)
+    response = client.post(action_url(queue, "run_now"), {"job": ids["schedule"]})
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert snapshot(redis_client, queue) == before
+
+
+def test_staff_without_permission_gets_403_everywhere(make_staff, conn, queue, redis_client):
+    ids = seed(conn, queue)
+    client = Client()
+    client.force_login(make_staff())
+    for url in (ADMIN, set_url(queue, "dead"), job_url(queue, ids["dead"])):
+        assert client.get(url).status_code == 403, url
+    before = snapshot(redis_client, queue)
+    assert client.post(action_url(queue, "retry"), {"job": ids["dead"]}).status_code == 403
+    assert snapshot(redis_client, queue) == before
+    # Nor does the index offer it.
+    assert f'href="{ADMIN}"' not in client.get("/admin/").content.decode()
+
+
+def test_viewer_sees_every_page_but_no_buttons_and_may_not_act(viewer, configured, conn,
+                                                               redis_client):
+    queue = configured
+    ids = seed(conn, queue)
+    pages = [ADMIN] + [set_url(queue, s) for s in dashboard.SETS]
+    pages += [job_url(queue, i) for i in ids.values()]
+    for url in pages:
+        response = viewer.get(url)
+        assert response.status_code == 200, url
+        assert "data-action=" not in response.content.decode(), url
+    before = snapshot(redis_client, queue)
+    for name, data in [("run_now", {"job": ids["schedule"]}), ("pause", {}),
+                       ("purge_dead", {"confirm": "yes"})]:
+        assert viewer.post(action_url(queue, name), data).status_code == 403, name
+    assert snapshot(redis_client, queue) == before
+
+
+def test_changer_sees_the_buttons(changer, conn, queue):
+    ids = seed(conn, queue)
+    text = changer.get(set_url(queue, "schedule")).content.decode()
+    assert f'data-action="run_now" data-target="{ids["schedule"]}"' in text
+    text = changer.get(set_url(queue, "dead")).content.decode()
+    assert 'data-action="retry_all_dead"' in text and 'data-action="purge_dead"' in text
+
+
+def test_get_pages_never_change_state(changer, configured, conn, redis_client):
+    queue = configured
+    ids = seed(conn, queue)
+    before = snapshot(redis_client, queue)
+    for url in [ADMIN, *[set_url(queue, s) for s in dashboard.SETS],
+                *[job_url(queue, i) for i in ids.values()],
+                set_url(queue, "pending") + "?fragment=1", ADMIN + "?fragment=1"]:
+        assert changer.get(url).status_code == 200, url
+    assert snapshot(redis_client, queue) == before
+
+
+@pytest.mark.parametrize("name", ["run_now", "retry", "cancel", "delete", "pause", "resume",
+                                  "retry_all_dead", "purge_dead", "repeat_run_now",
+                                  "repeat_remove"])
+def test_get_on_an_action_is_refused(changer, conn, queue, redis_client, name):
+    ids = seed(conn, queue)
+    before = snapshot(redis_client, queue)
+    response = changer.get(action_url(queue, name), {"job": ids["schedule"], "confirm": "yes",
+                                                     "name": "nightly"})
+    assert response.status_code == 405
+    assert snapshot(redis_client, queue) == before
+
+
+def test_csrf_is_enforced(make_staff, conn, queue, redis_client):
+    ids = seed(conn, queue)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_staff("view_queue", "change_queue"))
+    before = snapshot(redis_client, queue)
+    response = client.post(action_url(queue, "run_now"), {"job": ids["schedule"]})
+    assert response.status_code == 403
+    assert snapshot(redis_client, queue) == before
+    # With the token the page carries, the same POST acts.
+    page = client.get(set_url(queue, "schedule")).content.decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    response = client.post(action_url(queue, "run_now"),
+                           {"job": ids["schedule"], "csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert redis_client.zscore(Keyspace(queue).pending, ids["schedule"]) == 0
+
+
+# -- actions -------------------------------------------------------------------------
+
+
+def messages_of(response):
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_run_now_moves_a_scheduled_job_to_pending(changer, conn, queue, redis_client):
+    ids = seed(conn, queue)
+    ks = Keyspace(queue)
+    here = set_url(queue, "schedule")
+    response = changer.post(action_url(queue, "run_now"), {"job": ids["schedule"], "next": here},
+                            follow=True)
+    assert response.redirect_chain[-1][0] == here
+    assert any("moved from schedule to pending" in m for m in messages_of(response))
+    assert redis_client.zscore(ks.schedule, ids["schedule"]) is None
+    assert redis_client.zscore(ks.pending, ids["schedule"]) == 0
+    assert redis_client.hget(ks.job(ids["schedule"]), "state") == "pending"
+    assert redis_client.llen(ks.wake) >= 1
+    # Again: it is no longer scheduled; nothing changes.
+    response = changer.post(action_url(queue, "run_now"), {"job": ids["schedule"]}, follow=True)
+    assert any("is not scheduled" in m for m in messages_of(response))
+
+
+def test_retry_moves_a_dead_letter_to_pending_with_attempts_reset(changer, conn, queue,
+                                                                  redis_client):
+    ids = seed(conn, queue)
+    ks = Keyspace(queue)
+    assert redis_client.pttl(ks.job(ids["dead"])) > 0
+    response = changer.post(action_url(queue, "retry"), {"job": ids["dead"]}, follow=True)
+    assert any("moved from dead to pending with attempts reset" in m
+               for m in messages_of(response))
+    row = redis_client.hgetall(ks.job(ids["dead"]))
+    assert (row["state"], row["attempts"], row["stalls"]) == ("pending", "0", "0")
+    assert "reason" not in row and "finished_at_ms" not in row
+    assert "boom" in row["last_error"]
+    assert redis_client.pttl(ks.job(ids["dead"])) == -1  # no longer expires as a dead letter
+    assert redis_client.zscore(ks.dead, ids["dead"]) is None
+    assert redis_client.zscore(ks.pending, ids["dead"]) == 0
+    # The revived job is claimed like any other, as attempt 1.
+    claims = {c.job_id: c for c in (Jobs(conn).claim(queue, "x", 1000) for _ in range(2))}
+    assert claims[ids["dead"]].attempts == 1
+
+
+def test_cancel_asks_first_then_cancels(changer, conn, queue, redis_client):
+    ids = seed(conn, queue)
+    ks = Keyspace(queue)
+    before = snapshot(redis_client, queue)
+    response = changer.post(action_url(queue, "cancel"), {"job": ids["schedule"]})
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert f"Cancel job {ids['schedule']}?" in text and 'name="confirm" value="yes"' in text
+    assert snapshot(redis_client, queue) == before
+    response = changer.post(action_url(queue, "cancel"),
+                            {"job": ids["schedule"], "confirm": "yes"}, follow=True)
+    assert any("cancelled; it will not run" in m for m in messages_of(response))
+    assert redis_client.zscore(ks.schedule, ids["schedule"]) is None
+    assert redis_client.hget(ks.job(ids["schedule"]), "state") == "cancelled"
+    # A running job is flagged, not removed.
+    response = changer.post(action_url(queue, "cancel"),
+                            {"job": ids["active"], "confirm": "yes"}, follow=True)
+    assert any("asked to stop" in m for m in messages_of(response))
+    assert redis_client.hget(ks.job(ids["active"]), "cancel_requested") == "1"
+    assert redis_client.zscore(ks.active, ids["active"]) is not None
+
+
+def test_delete_asks_first_then_removes_row_and_members(changer, conn, queue, redis_client):
+    ids = seed(conn, queue)
+    ks = Keyspace(queue)
+    before = snapshot(redis_client, queue)
+    assert changer.post(action_url(queue, "delete"), {"job": ids["dead"]}).status_code == 200
+    assert snapshot(redis_client, queue) == before
+    for key in ("dead", "pending", "schedule"):
+        response = changer.post(action_url(queue, "delete"),
+                                {"job": ids[key], "confirm": "yes"}, follow=True)
+        assert any(f"Job {ids[key]} deleted." in m for m in messages_of(response))
+        assert not redis_client.exists(ks.job(ids[key]))
+        assert redis_client.zscore(getattr(ks, key), ids[key]) is None
+    # A running job is refused.
+    response = changer.post(action_url(queue, "delete"),
+                            {"job": ids["active"], "confirm": "yes"}, follow=True)
+    assert any("is running; cancel it instead" in m for m in messages_of(response))
+    assert redis_client.exists(ks.job(ids["active"]))
+
+
+def test_pause_and_resume(changer, conn, queue, redis_client):
+    ks = Keyspace(queue)
+    Jobs(conn).enqueue(queue, BrandedId.generate(), payload(1, 2))
+    response = changer.post(action_url(queue, "pause"), follow=True)
+    assert any(f"Queue {queue} paused" in m for m in messages_of(response))
+    assert redis_client.exists(ks.paused)
+    assert Jobs(conn).claim(queue, "x", 1000) is None
+    text = changer.get(set_url(queue, "pending")).content.decode()
+    assert "emq-badge emq-paused" in text and 'data-action="resume"' in text
+    response = changer.post(action_url(queue, "pause"), follow=True)
+    assert any("was paused already" in m for m in messages_of(response))
+    response = changer.post(action_url(queue, "resume"), follow=True)
+    assert any(f"Queue {queue} resumed." in m for m in messages_of(response))
+    assert not redis_client.exists(ks.paused)
+    assert Jobs(conn).claim(queue, "x", 1000) is not None
+
+
+def _dead_letters(redis_client, queue, n, died_at_ms):
+    """``n`` dead letters with rows, written directly (as dead.lua leaves them)."""
+    ks = Keyspace(queue)
+    ids = [BrandedId.generate() for _ in range(n)]
+    pipe = redis_client.pipeline(transaction=False)
+    for i, job_id in enumerate(ids):
+        pipe.hset(ks.job(job_id), mapping={"state": "dead", "attempts": 3, "reason": "failed",
+                                           "payload": payload(i, i), "last_error": "boom",
+                                           "finished_at_ms": died_at_ms})
+        pipe.pexpire(ks.job(job_id), 3_600_000)
+        pipe.zadd(ks.dead, {job_id: died_at_ms - i})
+    pipe.execute()
+    return ids
+
+
+def test_retry_all_dead_runs_in_batches_and_moves_every_letter(changer, queue, redis_client,
+                                                               server_time_ms):
+    ks = Keyspace(queue)
+    n = BATCH + 234
+    ids = _dead_letters(redis_client, queue, n, server_time_ms() - 1000)
+    # One letter whose row expired: dropped, not counted.
+    redis_client.zadd(ks.dead, {"JOB-expired": server_time_ms() - 5000})
+    assert changer.post(action_url(queue, "retry_all_dead"), {}).status_code == 200  # confirm
+    assert redis_client.zcard(ks.dead) == n + 1
+    response = changer.post(action_url(queue, "retry_all_dead"), {"confirm": "yes"}, follow=True)
+    assert any(f"{n} dead job(s) of {queue} moved back to pending" in m
+               for m in messages_of(response))
+    assert redis_client.zcard(ks.dead) == 0
+    assert redis_client.zcard(ks.pending) == n
+    for job_id in (ids[0], ids[-1]):
+        row = redis_client.hgetall(ks.job(job_id))
+        assert (row["state"], row["attempts"]) == ("pending", "0")
+        assert redis_client.pttl(ks.job(job_id)) == -1
+
+
+def test_bulk_scripts_leave_letters_newer_than_the_cutoff(conn, queue, redis_client,
+                                                          server_time_ms):
+    ks = Keyspace(queue)
+    now = server_time_ms()
+    _dead_letters(redis_client, queue, 3, now - 10_000)
+    newer = _dead_letters(redis_client, queue, 2, now + 60_000)
+    moved, taken, cutoff = scripts.run(conn, "admin_retry_all_dead",
+                                       [ks.dead, ks.pending, ks.wake],
+                                       [ks.base, 1000, "", WAKE_CAP])
+    assert (moved, taken) == (3, 3) and now <= int(cutoff) < now + 60_000
+    assert sorted(redis_client.zrange(ks.dead, 0, -1)) == sorted(newer)
+    removed, _ = scripts.run(conn, "admin_purge_dead", [ks.dead], [ks.base, 1000, cutoff])
+    assert removed == 0
+    with pytest.raises(ValueError, match="batch must be in 1..1000"):
+        scripts.run(conn, "admin_purge_dead", [ks.dead], [ks.base, 1001, ""])
+
+
+def test_purge_dead_removes_letters_and_rows(changer, queue, redis_client, server_time_ms):
+    ks = Keyspace(queue)
+    n = BATCH + 10
+    ids = _dead_letters(redis_client, queue, n, server_time_ms() - 1000)
+    before = snapshot(redis_client, queue)
+    response = changer.post(action_url(queue, "purge_dead"), {})
+    assert "Purge every dead letter" in response.content.decode()
+    assert snapshot(redis_client, queue) == before
+    response = changer.post(action_url(queue, "purge_dead"), {"confirm": "yes"}, follow=True)
+    assert any(f"{n} dead job(s) of {queue} purged" in m for m in messages_of(response))
+    assert redis_client.zcard(ks.dead) == 0
+    assert not redis_client.exists(ks.job(ids[0])) and not redis_client.exists(ks.job(ids[-1]))
+
+
+def test_recurring_run_now_and_remove(changer, conn, queue, redis_client):
+    seed(conn, queue)
+    ks = Keyspace(queue)
+    next_run = redis_client.zscore(ks.repeat, "nightly")
+    response = changer.post(action_url(queue, "repeat_run_now"), {"name": "nightly"}, follow=True)
+    (text,) = [m for m in messages_of(response) if "ran now as job" in m]
+    job_id = re.search(r"job (JOB\w+)", text).group(1)
+    assert redis_client.zscore(ks.pending, job_id) == 0
+    assert redis_client.hget(ks.job(job_id), "repeat") == "nightly"
+    assert redis_client.zscore(ks.repeat, "nightly") == next_run
+    response = changer.post(action_url(queue, "repeat_remove"), {"name": "nightly"})
+    assert "Remove the recurring schedule nightly?" in response.content.decode()
+    assert redis_client.zscore(ks.repeat, "nightly") == next_run
+    response = changer.post(action_url(queue, "repeat_remove"),
+                            {"name": "nightly", "confirm": "yes"}, follow=True)
+    assert any("Schedule nightly removed." in m for m in messages_of(response))
+    assert redis_client.zscore(ks.repeat, "nightly") is None
+    response = changer.post(action_url(queue, "repeat_run_now"), {"name": "nightly"}, follow=True)
+    assert any("no recurring schedule 'nightly'" in m for m in messages_of(response))
+
+
+def test_next_must_be_local(changer, conn, queue):
+    ids = seed(conn, queue)
+    response = changer.post(action_url(queue, "run_now"),
+                            {"job": ids["schedule"], "next": "https://evil.example/"})
+    assert response["Location"] == set_url(queue, "pending")
+
+
+def test_unknown_action_and_bad_queue_are_404(changer):
+    assert changer.post(action_url("q1", "explode"), {}).status_code == 404
+    assert changer.get(f"{ADMIN}bad%20name/pending/").status_code == 404
+
+
+# -- what the pages show -------------------------------------------------------------
+
+
+def test_overview_shows_counts_paused_charts_histogram_and_live_processes(
+        viewer, configured, conn, redis_client, server_time_ms):
+    queue = configured
+    ks = Keyspace(queue)
+    seed(conn, queue)
+    jobs = Jobs(conn)
+    for delay in (1_000, 2_000, 400_000, 7_200_000):
+        jobs.enqueue_in(queue, BrandedId.generate(), payload(0, 0), delay)
+    jobs.pause(queue)
+    minute = server_time_ms() // 60_000
+    redis_client.set(ks.stats("done", minute - 3), 7)
+    redis_client.set(ks.stats("failed", minute - 3), 2)
+    redis_client.set(ks.stats("done", minute - 61), 1000)  # outside the hour
+    jobs.announce("box:4242", {"host": "box", "pid": 4242, "queues": f"{queue},other-q",
+                               "concurrency": 8, "busy": 3,
+                               "started_at_ms": server_time_ms() - 90_000},
+                  [queue, "other-q"], 10_000)
+    try:
+        response = viewer.get(ADMIN)
+    finally:
+        jobs.retire("box:4242")
+    text = response.content.decode()
+    row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', text, re.S).group(1)
+    counts = dict(re.findall(r'data-set="(\w+)"><a [^>]*>(\d+)</a>', row))
+    assert counts == {"pending": "1", "schedule": "5", "active": "1", "dead": "1", "repeat": "1"}
+    assert "emq-badge emq-paused" in row
+    assert "7 done" in row and "2 failed" in row and "1000" not in row
+    assert "4 in the next hour" in row  # 1 s, 2 s, 400 s and the seed's 600 s; not 2 h
+    assert "0-5 min: 2 scheduled" in row
+    assert '<tr data-queue="other-q">' in text  # served by a live process
+    worker = re.search(r'<tr data-worker="box:4242">(.*?)</tr>', text, re.S).group(1)
+    assert "<td>box</td><td>4242</td>" in worker and "<td>8</td><td>3</td>" in worker
+    assert "1 min 30 s" in worker or "1 min 31 s" in worker
+
+
+def test_set_pages_show_each_sets_columns(viewer, conn, queue):
+    ids = seed(conn, queue)
+    text = viewer.get(set_url(queue, "schedule")).content.decode()
+    assert ids["schedule"] in text and "tests.testapp.jobs.add" in text
+    assert re.search(r'class="emq-due">in (9 min 5\d s|10 min)<', text)
+    text = viewer.get(set_url(queue, "active")).content.decode()
+    assert ids["active"] in text and "host:1" in text and "Lease deadline" in text
+    text = viewer.get(set_url(queue, "dead")).content.decode()
+    assert ids["dead"] in text and "failed" in text and "ValueError: boom" in text
+    text = viewer.get(set_url(queue, "repeat")).content.decode()
+    assert "nightly" in text and "<code>0 3 * * *</code>" in text and "Europe/Berlin" in text
+    local_time = re.search(r"Europe/Berlin</td>\s*<td>\d{4}-\d\d-\d\d (\d\d:\d\d)", text).group(1)
+    utc_time = re.search(r"</div></td>\s*<td>\d{4}-\d\d-\d\d (\d\d:\d\d):00</td>", text).group(1)
+    assert local_time == "03:00" and utc_time in ("01:00", "02:00")
+
+
+def test_pending_pages_in_claim_order_and_dead_newest_first(viewer, conn, queue, redis_client,
+                                                           server_time_ms):
+    jobs = Jobs(conn)
+    ids = sorted(BrandedId.generate() for _ in range(120))
+    for job_id in reversed(ids):  # admission order does not matter: claim order is by id
+        jobs.enqueue(queue, job_id, payload(0, 0))
+    text = viewer.get(set_url(queue, "pending") + "?page=3").content.decode()
+    shown = re.findall(r'<tr data-job="(\w+)">', text)
+    assert shown == ids[100:120]
+    assert "101–120 of 120" in text and "page 3 of 3" in text
+    assert jobs.claim(queue, "x", 1000).job_id == ids[0]
+    dead = _dead_letters(redis_client, queue, 5, server_time_ms())  # scores now, now-1, ...
+    text = viewer.get(set_url(queue, "dead")).content.decode()
+    assert re.findall(r'<tr data-job="(\w+)">', text) == dead
+
+
+def test_lookup_by_id(viewer, conn, queue):
+    ids = seed(conn, queue)
+    response = viewer.get(set_url(queue, "pending"), {"id": ids["dead"]})
+    assert response.status_code == 302 and response["Location"] == job_url(queue, ids["dead"])
+    response = viewer.get(set_url(queue, "pending"), {"id": "JOBnope"}, follow=True)
+    assert any("No job JOBnope" in m for m in messages_of(response))
+    assert response.redirect_chain[-1][0] == set_url(queue, "pending")
+    assert viewer.get(job_url(queue, "JOBnope")).status_code == 404
+
+
+def test_job_detail_shows_row_payload_error_and_timeline(viewer, conn, queue):
+    ids = seed(conn, queue)
+    text = viewer.get(job_url(queue, ids["dead"])).content.decode()
+    assert 'id="emq-job-state">dead<' in text
+    assert "Traceback (most recent call last):\nValueError: boom" in text
+    assert "&quot;job&quot;: &quot;tests.testapp.jobs.add&quot;" in text  # pretty-printed
+    assert "&quot;args&quot;: [\n    2,\n    2\n  ]" in text
+    for label in ("enqueued", "started (last claim)", "finished"):
+        assert f'<th scope="row">{label}</th>' in text
+    assert "row expires in" in text
+    text = viewer.get(job_url(queue, ids["schedule"])).content.decode()
+    assert '<th scope="row">scheduled for</th>' in text
+    text = viewer.get(job_url(queue, ids["active"])).content.decode()
+    assert '<th scope="row">lease deadline</th>' in text and "host:1" in text
+
+
+def test_fragment_is_the_live_part_only(viewer, conn, queue):
+    seed(conn, queue)
+    response = viewer.get(set_url(queue, "schedule"), {"fragment": "1"})
+    assert response["X-EchoMQ-Live"] == "1"
+    text = response.content.decode()
+    assert "<html" not in text and 'id="emq-rows"' in text
+    # Its forms point back at the page, not at the fragment.
+    assert "fragment" not in text
+
+
+# -- scale: commands per page -------------------------------------------------------
+
+
+def command_calls(client) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): value["calls"] for name, value in stats.items()}
+
+
+def commands_for(client, redis_client, url) -> dict[str, int]:
+    before = command_calls(redis_client)
+    response = client.get(url)
+    assert response.status_code == 200, url
+    after = command_calls(redis_client)
+    delta = {name: after[name] - before.get(name, 0) for name in after}
+    delta.pop("info", None)
+    delta = {name: n for name, n in delta.items() if n}
+    if url == ADMIN:
+        # The overview's cost depends on how many queues and processes it
+        # lists (other tests' announcements may still be live): record them.
+        text = response.content.decode()
+        delta["queues listed"] = text.count("<tr data-queue=")
+        delta["processes listed"] = text.count("<tr data-worker=")
+    return delta
+
+
+def _bulk_seed(redis_client, queue, n_schedule, n_pending, now_ms):
+    ks = Keyspace(queue)
+    pipe = redis_client.pipeline(transaction=False)
+    for i in range(n_schedule):
+        job_id = f"JOBS{i:012d}"
+        pipe.hset(ks.job(job_id), mapping={"state": "scheduled", "attempts": 0,
+                                           "payload": payload(i), "run_at_ms": now_ms + i * 10})
+        pipe.zadd(ks.schedule, {job_id: now_ms + i * 10})
+    for i in range(n_pending):
+        job_id = f"JOBP{i:012d}"
+        pipe.hset(ks.job(job_id), mapping={"state": "pending", "attempts": 0,
+                                           "payload": payload(i)})
+        pipe.zadd(ks.pending, {job_id: 0})
+    pipe.execute()
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("ECHOMQ_TEST_URL")),
+                    reason="counts commands server-wide: only on the server this suite started")
+def test_commands_per_page_are_bounded_and_do_not_grow_with_the_sets(
+        viewer, valkey_url, redis_client, server_time_ms):
+    import uuid
+
+    small, big = "t-" + uuid.uuid4().hex[:12], "t-" + uuid.uuid4().hex[:12]
+    now = server_time_ms()
+    _bulk_seed(redis_client, small, 200, 100, now)
+    _bulk_seed(redis_client, big, 5_000, 2_000, now)
+    found = {}
+    with override_settings(ECHOMQ={"URL": valkey_url, "QUEUES": [small, big]}):
+        for queue in (small, big):
+            pages = {"overview": ADMIN,
+                     **{s: set_url(queue, s) for s in dashboard.SETS},
+                     "schedule p3": set_url(queue, "schedule") + "?page=3",
+                     "job": job_url(queue, "JOBS000000000007")}
+            # The first render opens the connection and loads the scripts;
+            # count the second.
+            for url in pages.values():
+                viewer.get(url)
+            found[queue] = {name: commands_for(viewer, redis_client, url)
+                            for name, url in pages.items()}
+    for name in found[small]:
+        if name != "overview":
+            assert found[small][name] == found[big][name], name
+        seen = set(found[big][name])
+        assert not seen & {"keys", "scan", "smembers", "hgetall"} or name in ("job", "repeat"), (
+            name, seen)
+    # A list page: one pipeline (TIME, 5 ZCARD, GET, ZRANGE) and one script,
+    # whose HMGET and HGET per row the server counts too (50 rows a page).
+    schedule = found[big]["schedule"]
+    assert sum(schedule.values()) <= 10 + 2 * dashboard.PAGE_SIZE, schedule
+    assert schedule.get("zrange", 0) == 1 and schedule.get("zcard", 0) == 5
+    assert schedule.get("evalsha", 0) + schedule.get("eval", 0) == 1
+    # The overview: TIME and two ZRANGEs, 21 commands per queue listed and
+    # one HGETALL per live process.
+    for queue in (small, big):
+        overview = dict(found[queue]["overview"])
+        queues, processes = overview.pop("queues listed"), overview.pop("processes listed")
+        assert 2 <= queues <= dashboard.MAX_QUEUES
+        assert sum(overview.values()) == 3 + 21 * queues + processes, overview
+    assert sum(found[big]["job"].values()) <= 7
+
+
+# -- the scripts' contract -----------------------------------------------------------
+
+
+def test_actions_pass_their_scripts_header_keys(conn, queue, monkeypatch):
+    calls = []
+    real_run = scripts.run
+
+    def spy(client, name, keys, args):
+        calls.append((name, list(keys), list(args)))
+        return real_run(client, name, keys, args)
+
+    monkeypatch.setattr(scripts, "run", spy)
+    ks = Keyspace(queue)
+    ids = seed(conn, queue)
+    calls.clear()
+    acts = Actions(conn)
+    acts.run_now(queue, ids["schedule"])
+    acts.retry_dead(queue, ids["dead"])
+    acts.delete(queue, ids["pending"])
+    acts.retry_all_dead(queue)
+    acts.purge_dead(queue)
+    dashboard.set_page(conn, queue, "pending")
+    expected = {
+        "admin_run_now": [ks.job(ids["schedule"]), ks.schedule, ks.pending, ks.wake],
+        "admin_retry_dead": [ks.job(ids["dead"]), ks.dead, ks.pending, ks.wake],
+        "admin_delete": [ks.job(ids["pending"]), ks.pending, ks.schedule, ks.dead],
+        "admin_retry_all_dead": [ks.dead, ks.pending, ks.wake],
+        "admin_purge_dead": [ks.dead],
+        "admin_rows": [ks.pending],
+    }
+    assert [name for name, _, _ in calls] == list(expected)
+    for name, keys, args in calls:
+        src = scripts.source(name)
+        assert keys == expected[name], name
+        assert [label if label != "job" else "job" for label in src.keys] == [
+            "job" if k.startswith(ks.base + "job:") else k.removeprefix(ks.base)
+            for k in keys], name
+        assert len(args) == len(src.argv), name
+        if "base" in src.argv:
+            assert args[src.argv.index("base")] == ks.base, name
+        if "wake_cap" in src.argv:
+            assert args[src.argv.index("wake_cap")] == WAKE_CAP, name
+
+
+@pytest.mark.parametrize("name", ["admin_rows", "admin_retry_all_dead", "admin_purge_dead"])
+def test_admin_scripts_refuse_a_base_that_is_not_the_queue_root(conn, queue, redis_client,
+                                                                server_time_ms, name):
+    ks = Keyspace(queue)
+    _dead_letters(redis_client, queue, 3, server_time_ms() - 1000)
+    before = snapshot(redis_client, queue)
+    cases = {
+        "admin_rows": ([ks.pending], lambda base: [base, 100, json.dumps(["JOB1"]), '["state"]']),
+        "admin_retry_all_dead": ([ks.dead, ks.pending, ks.wake],
+                                 lambda base: [base, 1000, "", WAKE_CAP]),
+        "admin_purge_dead": ([ks.dead], lambda base: [base, 1000, ""]),
+    }
+    keys, build = cases[name]
+    for base in ("", "emq:", f"emq:{{{queue}", f"emq:{{{queue}}}:p", "emq:{other}:"):
+        with pytest.raises(ValueError, match="base root"):
+            scripts.run(conn, name, keys, build(base))
+    assert snapshot(redis_client, queue) == before
+
+
+def test_rows_are_cut_short_and_missing_rows_are_marked(conn, queue, redis_client):
+    jobs = Jobs(conn)
+    big = BrandedId.generate()
+    jobs.enqueue(queue, big, json.dumps({"job": "a.b.c", "args": ["x" * 100_000], "kwargs": {}}))
+    redis_client.zadd(Keyspace(queue).pending, {"JOBgone": 0})
+    page = dashboard.set_page(conn, queue, "pending")
+    by_id = {r.job_id: r for r in page.rows}
+    assert by_id[big].job == "a.b.c" and len(by_id[big].payload) == dashboard.CUT_BYTES
+    assert by_id["JOBgone"].exists is False and by_id["JOBgone"].state is None
+    text_rows = scripts.run(conn, "admin_rows", [Keyspace(queue).pending],
+                            [Keyspace(queue).base, 10, json.dumps([big]), '["payload","nope"]'])
+    assert text_rows == [['{"job": "a', None, "a.b.c"]]

@@ -9,6 +9,7 @@ from .context import JobContext
 from .decorators import JobFunction, JobHandle, job
 from .exceptions import (
     EchoMQError,
+    JobFailedError,
     KindError,
     PayloadError,
     PayloadTooLargeError,
@@ -16,13 +17,16 @@ from .exceptions import (
 )
 from .ids import BrandedId
 from .jobs import Claim, JobRow, Jobs, Outcome
+from .outcomes import Discard, Retry, Snooze
 
 __all__ = [
     "Backoff",
     "BrandedId",
     "Claim",
+    "Discard",
     "EchoMQError",
     "JobContext",
+    "JobFailedError",
     "JobFunction",
     "JobHandle",
     "JobRow",
@@ -31,6 +35,8 @@ __all__ = [
     "Outcome",
     "PayloadError",
     "PayloadTooLargeError",
+    "Retry",
+    "Snooze",
     "StaleTokenError",
     "get_connection",
     "job",

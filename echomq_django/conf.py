@@ -29,7 +29,9 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
     are converted to tuples here.
 ``MAX_PAYLOAD_BYTES`` [524288, > 0]; ``RESULT_TTL_MS`` [86400000, > 0];
 ``DEAD_TTL_MS`` [604800000, > 0]; ``DEAD_MAX`` [10000, > 0];
-``PROMOTE_BATCH`` [1000, 1..100000]; ``SHUTDOWN_GRACE_MS`` [30000, >= 0]
+``PROMOTE_BATCH`` [1000, 1..100000]; ``SHUTDOWN_GRACE_MS`` [30000, >= 0];
+``MAX_STALLS`` [1, >= 0]: expired leases a job may survive before reap ends it
+    dead with reason "stalled" (BullMQ's maxStalledCount)
 ``EMBEDDED_DIR`` [BASE_DIR/.echomq, or ./.echomq without BASE_DIR]
     Where the embedded server keeps its config, lock, log and AOF files.
 ``SCHEDULES`` [{}]
@@ -89,6 +91,7 @@ _INT_RULES: dict[str, tuple[int, int, int | None, str]] = {
     "DEAD_MAX": (10000, 1, None, "an integer > 0"),
     "PROMOTE_BATCH": (1000, 1, 100000, "an integer between 1 and 100000"),
     "SHUTDOWN_GRACE_MS": (30000, 0, None, "an integer >= 0"),
+    "MAX_STALLS": (1, 0, None, "an integer >= 0"),
 }
 
 KNOWN_KEYS = frozenset(
@@ -127,6 +130,7 @@ class Config:
     result_ttl_ms: int = 86400000
     dead_ttl_ms: int = 604800000
     dead_max: int = 10000
+    max_stalls: int = 1
     promote_batch: int = 1000
     shutdown_grace_ms: int = 30000
     embedded_dir: str = ""

@@ -14,7 +14,8 @@ Usage::
 
 Options (None means the ``ECHOMQ`` setting of the same name): ``queue``
 ["default"], ``max_attempts`` [MAX_ATTEMPTS], ``backoff`` [BACKOFF],
-``lease_ms`` [LEASE_MS], ``context`` [False: pass ``context=JobContext``].
+``lease_ms`` [LEASE_MS], ``context`` [False: pass ``context=JobContext``],
+``timeout_ms`` [None: no time limit; see docs/protocol.md, "Time limit"].
 Recurring schedules: ``every`` (timedelta or ms) or ``cron`` (with ``tz``),
 ``missed`` ["coalesce"]; see docs/repeat.md.
 
@@ -29,11 +30,13 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import functools
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import backoff as backoff_mod
 from . import payload, registry
+from .exceptions import JobFailedError, NoSuchJobError
 from .ids import BrandedId
 from .jobs import Jobs, JobRow, Outcome
 from .keyspace import validate_queue_name
@@ -71,13 +74,43 @@ class JobHandle:
 
         return Jobs(get_connection()).get(self.queue, self.job_id)
 
+    def wait(self, timeout_s: float = 30.0, poll_s: float = 0.05) -> JobRow:
+        """Wait until the job is done, dead or cancelled; return its row.
+
+        Polls the row every ``poll_s`` (a caller-side wait, not a worker's).
+        Raises TimeoutError after ``timeout_s``; NoSuchJobError when the row
+        does not exist (never enqueued, or expired).
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            row = self.get()
+            if row is None:
+                raise NoSuchJobError(f"job {self.job_id} on queue {self.queue} does not exist")
+            if row.state in ("done", "dead", "cancelled"):
+                return row
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.job_id} is still {row.state} after {timeout_s} s")
+            time.sleep(poll_s)
+
+    def result(self, timeout_s: float = 30.0) -> Any:
+        """Wait for the job and return its JSON return value.
+
+        Raises JobFailedError (with the row) when it ended dead or cancelled;
+        TimeoutError and NoSuchJobError as :meth:`wait`.
+        """
+        row = self.wait(timeout_s)
+        if row.state != "done":
+            raise JobFailedError(row)
+        return row.result_value
+
 
 class JobFunction:
     """A registered job. Call it to run inline; ``enqueue*`` to run it on a worker."""
 
     def __init__(self, fn: Callable, *, queue: str, max_attempts: int | None,
                  backoff: tuple | None, lease_ms: int | None, context: bool,
-                 every: Any, cron: str | None, tz: str | None, missed: str) -> None:
+                 every: Any, cron: str | None, tz: str | None, missed: str,
+                 timeout_ms: int | None = None) -> None:
         if "<locals>" in fn.__qualname__ or fn.__module__ == "__main__":
             raise TypeError(
                 f"@job needs a module-level function importable by path, got {fn.__qualname__!r}"
@@ -94,6 +127,10 @@ class JobFunction:
         if lease_ms is not None and (not isinstance(lease_ms, int) or lease_ms < 1):
             raise TypeError(f"lease_ms must be an int >= 1, got {lease_ms!r}")
         self.lease_ms = lease_ms
+        if timeout_ms is not None and (not isinstance(timeout_ms, int)
+                                       or isinstance(timeout_ms, bool) or timeout_ms < 1):
+            raise TypeError(f"timeout_ms must be an int >= 1, got {timeout_ms!r}")
+        self.timeout_ms = timeout_ms
         self.context = bool(context)
         if every is not None and cron is not None:
             raise ValueError("@job takes every or cron, not both")
@@ -182,14 +219,14 @@ class JobFunction:
 def job(fn: Callable | None = None, *, queue: str = "default", max_attempts: int | None = None,
         backoff: tuple | None = None, lease_ms: int | None = None, context: bool = False,
         every: dt.timedelta | int | None = None, cron: str | None = None, tz: str | None = None,
-        missed: str = "coalesce"):
+        missed: str = "coalesce", timeout_ms: int | None = None):
     """Register a module-level function as a job (see the module doc). Usable bare
     (``@job``) or with options (``@job(queue="mail")``)."""
 
     def wrap(func: Callable) -> JobFunction:
         jf = JobFunction(func, queue=queue, max_attempts=max_attempts, backoff=backoff,
                          lease_ms=lease_ms, context=context, every=every, cron=cron, tz=tz,
-                         missed=missed)
+                         missed=missed, timeout_ms=timeout_ms)
         registry.register(jf)
         return jf
 

@@ -48,3 +48,12 @@ class PayloadError(EchoMQError, TypeError):
 
 class PayloadTooLargeError(EchoMQError, ValueError):
     """A job's JSON payload is larger than ``ECHOMQ["MAX_PAYLOAD_BYTES"]``."""
+
+
+class JobFailedError(EchoMQError):
+    """A job whose result was asked for ended dead or cancelled; ``row`` is its JobRow."""
+
+    def __init__(self, row) -> None:
+        self.row = row
+        super().__init__(f"job {row.job_id} ended {row.state}"
+                         + (f" ({row.reason})" if row.reason else ""))

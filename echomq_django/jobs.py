@@ -23,6 +23,7 @@ MAX_MS = 2**53
 DEFAULT_KEEP_MS = 86_400_000
 DEFAULT_DEAD_TTL_MS = 604_800_000
 DEFAULT_DEAD_MAX = 10_000
+DEFAULT_MAX_STALLS = 1
 #: Most wake markers kept on ``emq:{q}:wake``.
 WAKE_CAP = 100
 
@@ -53,10 +54,11 @@ class Claim:
     attempts: int
     lease_deadline_ms: int
     claimed_at_ms: int
+    snoozes: int = 0
 
 
 _INT_FIELDS = {
-    "attempts", "stalls", "enqueued_at_ms", "run_at_ms", "started_at_ms",
+    "attempts", "stalls", "snoozes", "progress", "progress_at_ms", "scheduled_for_ms", "enqueued_at_ms", "run_at_ms", "started_at_ms",
     "finished_at_ms", "failed_at_ms", "lease_until_ms",
 }
 
@@ -65,7 +67,7 @@ _INT_FIELDS = {
 class JobRow:
     """A job row as stored (``emq:{q}:job:<id>``), typed.
 
-    ``state`` is one of pending, scheduled, active, done, dead. Times are
+    ``state`` is one of pending, scheduled, active, done, dead, cancelled. Times are
     server ms or None when the event has not happened. ``extra`` carries any
     field this version does not name.
     """
@@ -76,6 +78,13 @@ class JobRow:
     payload: str
     attempts: int = 0
     stalls: int = 0
+    snoozes: int = 0
+    progress: int | None = None
+    progress_message: str | None = None
+    progress_at_ms: int | None = None
+    cancel_requested: str | None = None
+    repeat: str | None = None
+    scheduled_for_ms: int | None = None
     enqueued_at_ms: int | None = None
     run_at_ms: int | None = None
     started_at_ms: int | None = None
@@ -198,16 +207,21 @@ class Jobs:
         return scripts.run(self.conn, "promote", [ks.schedule, ks.pending, ks.wake],
                            [ks.base, batch, WAKE_CAP])
 
-    def reap(self, queue: str, batch: int = 1000) -> int:
-        """Hand up to ``batch`` expired leases back to ``pending``; return the count.
+    def reap(self, queue: str, batch: int = 1000, max_stalls: int = DEFAULT_MAX_STALLS,
+             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS) -> int:
+        """Handle up to ``batch`` expired leases; return how many.
 
-        Each reaped row's ``stalls`` goes up by one and its token is dropped,
-        so the old holder can no longer ack, retry or dead it.
+        Each one's ``stalls`` goes up by one and its token is dropped (the old
+        holder can no longer ack, retry, snooze, extend or dead it). It goes
+        back to ``pending``, or dead with reason ``"stalled"`` once its stalls
+        exceed ``max_stalls`` (protocol.md, "reap").
         """
         ks = Keyspace(queue)
         _check_int("batch", batch, 1, 100_000)
-        return scripts.run(self.conn, "reap", [ks.active, ks.pending, ks.wake],
-                           [ks.base, batch, WAKE_CAP])
+        _check_int("max_stalls", max_stalls, 0, 1_000_000)
+        _check_int("dead_ttl_ms", dead_ttl_ms, 1)
+        return scripts.run(self.conn, "reap", [ks.active, ks.pending, ks.wake, ks.dead],
+                           [ks.base, batch, WAKE_CAP, max_stalls, dead_ttl_ms, STATS_TTL_MS])
 
     def horizon(self, queue: str) -> tuple[int, int | None]:
         """Return ``(server_now_ms, next_ms)``: the earliest head of schedule,
@@ -231,50 +245,103 @@ class Jobs:
                             [ks.base, consumer, lease_ms, WAKE_CAP])
         if reply is None:
             return None
-        job_id, token, payload, attempts, deadline, now = reply
-        return Claim(queue, job_id, token, payload, int(attempts), int(deadline), int(now))
+        job_id, token, payload, attempts, deadline, now, snoozes = reply
+        return Claim(queue, job_id, token, payload, int(attempts), int(deadline), int(now),
+                     int(snoozes))
 
     def ack(self, queue: str, job_id: str, token: str, result: Any = None,
-            keep_ms: int = DEFAULT_KEEP_MS) -> int:
+            keep_ms: int = DEFAULT_KEEP_MS) -> str:
         """Complete the job held by ``token``; keep the row ``keep_ms``, then expire it.
 
-        ``result`` must be JSON-serialisable (stored as JSON text). Returns the
-        finish time (server ms). Raises StaleTokenError when ``token`` no longer
+        ``result`` must be JSON-serialisable (stored as JSON text). Returns
+        ``"done"``, or ``"cancelled"`` when a cancel was requested while it ran
+        (protocol.md, "ack"). Raises StaleTokenError when ``token`` no longer
         holds the lease (nothing changes); TypeError for a non-JSON result.
         """
         ks = Keyspace(queue)
         text = "" if result is None else _to_json("result", result)
         _check_int("keep_ms", keep_ms, 1)
-        return scripts.run(self.conn, "ack", [ks.job(job_id), ks.active],
-                           [job_id, _check_str("token", token), text, keep_ms, ks.base,
-                            STATS_TTL_MS])
+        _, state = scripts.run(self.conn, "ack", [ks.job(job_id), ks.active],
+                               [job_id, _check_str("token", token), text, keep_ms, ks.base,
+                                STATS_TTL_MS])
+        return state
 
-    def retry(self, queue: str, job_id: str, token: str, delay_ms: int, error: str = "") -> int:
+    def retry(self, queue: str, job_id: str, token: str, delay_ms: int, error: str = "",
+              keep_ms: int = DEFAULT_KEEP_MS) -> str:
         """Re-park the job held by ``token`` on ``schedule`` at server now + ``delay_ms``.
 
-        Returns the run-at (server ms). Raises StaleTokenError when ``token``
+        Returns ``"scheduled"``, or ``"cancelled"`` when a cancel was requested
+        while it ran (kept ``keep_ms``). Raises StaleTokenError when ``token``
         no longer holds the lease (nothing changes).
         """
         ks = Keyspace(queue)
         _check_int("delay_ms", delay_ms, 0)
-        return scripts.run(self.conn, "retry", [ks.job(job_id), ks.active, ks.schedule, ks.beat],
-                           [job_id, _check_str("token", token), delay_ms, str(error), ks.base,
-                            STATS_TTL_MS])
+        _check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(
+            self.conn, "retry", [ks.job(job_id), ks.active, ks.schedule, ks.beat],
+            [job_id, _check_str("token", token), delay_ms, str(error), ks.base, STATS_TTL_MS,
+             keep_ms])
+        return state
+
+    def snooze(self, queue: str, job_id: str, token: str, delay_ms: int,
+               keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Put the job held by ``token`` back on ``schedule`` at server now +
+        ``delay_ms`` without spending an attempt (seed 002's ``Jobs.delay``):
+        ``attempts`` goes back down, ``snoozes`` up.
+
+        Returns ``"scheduled"`` or ``"cancelled"``. Raises StaleTokenError when
+        ``token`` no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        _check_int("delay_ms", delay_ms, 0)
+        _check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(self.conn, "snooze",
+                               [ks.job(job_id), ks.active, ks.schedule, ks.beat],
+                               [job_id, _check_str("token", token), delay_ms, keep_ms])
+        return state
+
+    #: The seed's name for snooze.
+    delay = snooze
+
+    def progress(self, queue: str, job_id: str, token: str, percent: int,
+                 message: str = "") -> bool:
+        """Store a running job's progress (``percent`` 0..100, optional message).
+
+        Returns True when a cancel has been requested for the job. Raises
+        StaleTokenError when ``token`` no longer holds the lease; ValueError
+        for a percent outside 0..100.
+        """
+        ks = Keyspace(queue)
+        _check_int("percent", percent, 0, 100)
+        if not isinstance(message, str):
+            raise TypeError(f"message must be a str, got {type(message).__name__}")
+        return scripts.run(self.conn, "progress", [ks.job(job_id)],
+                           [job_id, _check_str("token", token), percent, message]) == 1
+
+    def cancel_requested(self, queue: str, job_id: str) -> bool:
+        """True when a cancel was requested for the (running) job."""
+        return scripts.decode(self.conn.hget(Keyspace(queue).job(job_id),
+                                             "cancel_requested")) == "1"
 
     def dead(self, queue: str, job_id: str, token: str, reason: str, error: str = "",
-             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, dead_max: int = DEFAULT_DEAD_MAX) -> int:
+             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, dead_max: int = DEFAULT_DEAD_MAX,
+             keep_ms: int = DEFAULT_KEEP_MS) -> str:
         """End the job held by ``token`` in the dead-letter set with ``reason``.
 
         Dead letters are kept ``dead_ttl_ms`` and at most ``dead_max`` of them
-        (the oldest go first). Returns the time of death (server ms). Raises
-        StaleTokenError when ``token`` no longer holds the lease.
+        (the oldest go first). Returns ``"dead"``, or ``"cancelled"`` when a
+        cancel was requested while it ran. Raises StaleTokenError when
+        ``token`` no longer holds the lease.
         """
         ks = Keyspace(queue)
         _check_int("dead_ttl_ms", dead_ttl_ms, 1)
         _check_int("dead_max", dead_max, 1)
-        return scripts.run(self.conn, "dead", [ks.job(job_id), ks.active, ks.dead],
-                           [job_id, _check_str("token", token), _check_str("reason", reason),
-                            str(error), ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS])
+        _check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(
+            self.conn, "dead", [ks.job(job_id), ks.active, ks.dead],
+            [job_id, _check_str("token", token), _check_str("reason", reason), str(error),
+             ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS, keep_ms])
+        return state
 
     def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
         """Push the lease held by ``token`` to server now + ``lease_ms``.

@@ -41,15 +41,20 @@ class Metronome:
         queues: queue names.
         batch: most jobs promoted or leases reaped per script call.
         pump: called with the queue on every beat to mint due recurrences.
+        max_stalls: expired leases a job survives before reap ends it dead.
+        dead_ttl_ms: how long such a dead row is kept.
     """
 
     def __init__(self, conn, queues, *, batch: int = 1000, pump: Pump | None = None,
+                 max_stalls: int = 1, dead_ttl_ms: int = 604_800_000,
                  stop_event: threading.Event | None = None) -> None:
         self.jobs = Jobs(conn)
         self.conn = conn
         self.queues = list(queues)
         self.batch = batch
         self.pump = pump
+        self.max_stalls = max_stalls
+        self.dead_ttl_ms = dead_ttl_ms
         self.stop_event = stop_event or threading.Event()
         self._wakers = {q: threading.Event() for q in self.queues}
         self._threads: list[threading.Thread] = []
@@ -76,13 +81,15 @@ class Metronome:
     def beat(self, queue: str) -> tuple[int, int, int]:
         """One beat for ``queue``: promote, reap, pump. Returns the three counts."""
         promoted = self.jobs.promote(queue, self.batch)
-        reaped = self.jobs.reap(queue, self.batch)
+        reaped = self.jobs.reap(queue, self.batch, max_stalls=self.max_stalls,
+                                dead_ttl_ms=self.dead_ttl_ms)
         minted = self.pump(queue) if self.pump else 0
         if promoted or reaped or minted:
             log.debug("queue %s: promoted %d, reaped %d, minted %d",
                       queue, promoted, reaped, minted)
         if reaped:
-            log.warning("queue %s: %d expired lease(s) handed back to pending", queue, reaped)
+            log.warning("queue %s: %d expired lease(s) reaped (back to pending, or dead once "
+                        "past max_stalls)", queue, reaped)
         return promoted, reaped, minted
 
     def sleep_s(self, queue: str) -> float:

@@ -87,7 +87,8 @@ class Worker:
     def _metronome(self) -> Metronome:
         return Metronome(get_connection(), self.options.queues,
                          batch=self.config.promote_batch, pump=self._pump(),
-                         stop_event=threading.Event())
+                         max_stalls=self.config.max_stalls,
+                         dead_ttl_ms=self.config.dead_ttl_ms, stop_event=threading.Event())
 
     def _consumer(self) -> Consumer:
         config = self.config
@@ -123,7 +124,7 @@ class Worker:
             parts.append("burst")
         return ", ".join(parts)
 
-    def _run_here(self, *, metronome: bool, consumers: bool) -> None:
+    def _run_here(self, *, metronome: bool, consumers: bool, replaceable: bool = False) -> None:
         """Run the metronome and/or consumers as threads of this process."""
         beat = None
         if metronome:
@@ -135,7 +136,7 @@ class Worker:
                 beat.start()
         try:
             if consumers:
-                self._run_consumer()
+                self._run_consumer(replaceable=replaceable)
             elif not self.options.burst:
                 while not self.stop.is_set():
                     self.stop.wait(0.1)
@@ -144,8 +145,9 @@ class Worker:
                 beat.stop()
                 beat.join(2.0)
 
-    def _run_consumer(self) -> None:
+    def _run_consumer(self, *, replaceable: bool = False) -> None:
         consumer = self._consumer()
+        consumer.exit_on_timeout = replaceable
         consumer.start()
         # Wait in short steps so signal handlers run promptly in the main thread.
         while consumer.alive() and not self.stop.is_set():
@@ -173,7 +175,7 @@ class Worker:
             if role == "metronome":
                 self._run_here(metronome=True, consumers=False)
             else:
-                self._run_here(metronome=False, consumers=True)
+                self._run_here(metronome=False, consumers=True, replaceable=True)
         except BaseException:  # noqa: BLE001 - a child must never return into the parent's code
             log.exception("%s process failed", role)
             code = 1

@@ -338,10 +338,11 @@ def test_ack_with_the_current_token_completes_and_keeps_the_row(
 ):
     claim = _claimed(jobs, queue)
     before = server_time_ms()
-    finished = jobs.ack(queue, claim.job_id, claim.token, {"sent": 3}, keep_ms=60_000)
+    assert jobs.ack(queue, claim.job_id, claim.token, {"sent": 3}, keep_ms=60_000) == "done"
     after = server_time_ms()
-    assert before <= finished <= after
     row = redis_client.hgetall(ks.job(claim.job_id))
+    finished = int(row["finished_at_ms"])
+    assert before <= finished <= after
     assert row["state"] == "done"
     assert json.loads(row["result"]) == {"sent": 3}
     assert int(row["finished_at_ms"]) == finished
@@ -436,10 +437,11 @@ def test_retry_reparks_on_schedule_at_server_now_plus_delay(
 ):
     claim = _claimed(jobs, queue)
     before = server_time_ms()
-    run_at = jobs.retry(queue, claim.job_id, claim.token, 7_000, "Traceback: boom")
+    assert jobs.retry(queue, claim.job_id, claim.token, 7_000, "Traceback: boom") == "scheduled"
     after = server_time_ms()
-    assert before + 7_000 <= run_at <= after + 7_000
     row = redis_client.hgetall(ks.job(claim.job_id))
+    run_at = int(row["run_at_ms"])
+    assert before + 7_000 <= run_at <= after + 7_000
     assert row["state"] == "scheduled"
     assert int(row["run_at_ms"]) == run_at
     assert row["last_error"] == "Traceback: boom"
@@ -477,11 +479,12 @@ def test_dead_moves_the_job_to_the_dead_set_with_reason_and_error(
 ):
     claim = _claimed(jobs, queue)
     before = server_time_ms()
-    died = jobs.dead(queue, claim.job_id, claim.token, "failed", "ZeroDivisionError",
-                     dead_ttl_ms=120_000)
+    assert jobs.dead(queue, claim.job_id, claim.token, "failed", "ZeroDivisionError",
+                     dead_ttl_ms=120_000) == "dead"
     after = server_time_ms()
-    assert before <= died <= after
     row = redis_client.hgetall(ks.job(claim.job_id))
+    died = int(row["finished_at_ms"])
+    assert before <= died <= after
     assert row["state"] == "dead"
     assert row["reason"] == "failed"
     assert row["last_error"] == "ZeroDivisionError"

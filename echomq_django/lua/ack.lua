@@ -7,21 +7,26 @@
 -- ARGV[4] keep_ms  how long the done row is kept (PEXPIRE)
 -- ARGV[5] base     emq:{q}: (this minute's counter is base .. 'stats:done:' .. minute)
 -- ARGV[6] stats_ttl_ms how long a per-minute counter lives
--- Returns: the finish time, server ms.
+-- Returns: {finish time ms, 'done'}, or {.., 'cancelled'} when a cancel was
+--          requested while it ran (not counted as done).
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQKEY the base root is not the queue root of KEYS[2].
 -- @include now
 -- @include fence
 -- @include base
 -- @include stats
+-- @include cancelled
 local bad = check_base(ARGV[5], KEYS[2])
 if bad then return bad end
 local stale = fence(KEYS[1], ARGV[2])
 if stale then return stale end
 local now = now_ms()
+if end_if_cancelled(KEYS[1], KEYS[2], ARGV[1], now, tonumber(ARGV[4])) then
+  return {now, 'cancelled'}
+end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
 redis.call('HSET', KEYS[1], 'state', 'done', 'finished_at_ms', now, 'result', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
 count(ARGV[5], 'done', now, tonumber(ARGV[6]))
-return now
+return {now, 'done'}

@@ -11,7 +11,7 @@
 -- ARGV[3] lease_ms the lease length
 -- ARGV[4] wake_cap most wake markers kept
 -- Returns: nil when pending is empty or the queue is paused, else
---   {job_id, token, payload, attempts, lease_deadline_ms, now_ms}.
+--   {job_id, token, payload, attempts, lease_deadline_ms, now_ms, snoozes}.
 -- Errors: EMQKEY the base root is not the prefix of KEYS[1].
 -- @include now
 -- @include signal
@@ -47,7 +47,8 @@ for _ = 1, 100 do
     if redis.call('ZCARD', KEYS[1]) > 0 then
       signal(KEYS[4], 1, tonumber(ARGV[4]))
     end
-    return {id, token, redis.call('HGET', row, 'payload'), attempts, deadline, now}
+    local found = redis.call('HMGET', row, 'payload', 'snoozes')
+    return {id, token, found[1], attempts, deadline, now, tonumber(found[2] or '0')}
   end
 end
 return nil

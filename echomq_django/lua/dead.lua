@@ -10,18 +10,24 @@
 -- ARGV[6] dead_ttl_ms how long a dead letter is kept
 -- ARGV[7] dead_max    most dead letters kept; the oldest go first
 -- ARGV[8] stats_ttl_ms how long a per-minute counter lives ('failed' counts deaths)
--- Returns: the time of death, server ms.
+-- ARGV[9] keep_ms     how long a cancelled row is kept
+-- Returns: {time of death ms, 'dead'}, or {now, 'cancelled'} when a cancel
+--          was requested while it ran.
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQKEY the base root is not the prefix of KEYS[3].
 -- @include now
 -- @include fence
 -- @include base
 -- @include stats
+-- @include cancelled
 local bad = check_base(ARGV[5], KEYS[3])
 if bad then return bad end
 local stale = fence(KEYS[1], ARGV[2])
 if stale then return stale end
 local now = now_ms()
+if end_if_cancelled(KEYS[1], KEYS[2], ARGV[1], now, tonumber(ARGV[9])) then
+  return {now, 'cancelled'}
+end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
 redis.call('HSET', KEYS[1], 'state', 'dead', 'reason', ARGV[3], 'last_error', ARGV[4],
@@ -39,4 +45,4 @@ if excess > 0 then
     redis.call('DEL', ARGV[5] .. 'job:' .. old[i])
   end
 end
-return now
+return {now, 'dead'}

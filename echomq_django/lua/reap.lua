@@ -1,32 +1,51 @@
--- reap: hand every lease past its deadline back to pending.
+-- reap: the count-thresholded stalled sweep. Every lease past its deadline
+-- counts a stall; the job goes back to pending, or dead with reason 'stalled'
+-- once its stalls exceed max_stalls (BullMQ's maxStalledCount), so a poison
+-- job that kills its worker every time does not loop forever.
 -- KEYS[1] active   emq:{q}:active
 -- KEYS[2] pending  emq:{q}:pending
 -- KEYS[3] wake     emq:{q}:wake
+-- KEYS[4] dead     emq:{q}:dead
 -- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
 -- ARGV[2] batch    most leases reaped by this call
 -- ARGV[3] wake_cap most wake markers kept
--- Returns: the count handed back.
--- Errors: EMQKEY the base root is not the prefix of KEYS[1].
+-- ARGV[4] max_stalls stalls allowed before the job goes dead
+-- ARGV[5] dead_ttl_ms how long a dead row is kept
+-- ARGV[6] stats_ttl_ms how long a per-minute counter lives
+-- Returns: the count of expired leases handled (back to pending or dead).
+-- Errors: EMQKEY the base root is not the queue root of KEYS[1].
 -- @include now
 -- @include signal
 -- @include base
+-- @include stats
 local bad = check_base(ARGV[1], KEYS[1])
 if bad then return bad end
 local base = ARGV[1]
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms(), 'LIMIT', 0, tonumber(ARGV[2]))
-local count = 0
+local now = now_ms()
+local max_stalls = tonumber(ARGV[4])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local count_back, count_all = 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local row = base .. 'job:' .. id
   if redis.call('HGET', row, 'state') == 'active' then
-    -- Dropping the token fences the old holder out: its ack, retry or dead
-    -- now fails with EMQSTALE.
+    -- Dropping the token fences the old holder out: its ack, retry, snooze,
+    -- extend or dead now fails with EMQSTALE.
     redis.call('HDEL', row, 'token', 'lease_until_ms')
-    redis.call('HINCRBY', row, 'stalls', 1)
-    redis.call('HSET', row, 'state', 'pending')
-    redis.call('ZADD', KEYS[2], 0, id)
-    count = count + 1
+    local stalls = redis.call('HINCRBY', row, 'stalls', 1)
+    count_all = count_all + 1
+    if stalls > max_stalls then
+      redis.call('HSET', row, 'state', 'dead', 'reason', 'stalled', 'finished_at_ms', now,
+        'last_error', 'the lease expired ' .. stalls .. ' times (max_stalls ' .. max_stalls .. ')')
+      redis.call('PEXPIRE', row, tonumber(ARGV[5]))
+      redis.call('ZADD', KEYS[4], now, id)
+      count(base, 'failed', now, tonumber(ARGV[6]))
+    else
+      redis.call('HSET', row, 'state', 'pending')
+      redis.call('ZADD', KEYS[2], 0, id)
+      count_back = count_back + 1
+    end
   end
 end
-signal(KEYS[3], count, tonumber(ARGV[3]))
-return count
+signal(KEYS[3], count_back, tonumber(ARGV[3]))
+return count_all

@@ -9,7 +9,9 @@
 -- ARGV[4] error    the failure's text (traceback), kept as last_error
 -- ARGV[5] base     emq:{q}: (this minute's counter is base .. 'stats:failed:' .. minute)
 -- ARGV[6] stats_ttl_ms how long a per-minute counter lives
--- Returns: the run-at score, server ms.
+-- ARGV[7] keep_ms  how long a cancelled row is kept
+-- Returns: {run-at ms, 'scheduled'}, or {now, 'cancelled'} when a cancel was
+--          requested while it ran (never retried).
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQKEY the base root is not the queue root of KEYS[2].
 -- @include now
@@ -17,11 +19,15 @@
 -- @include fence
 -- @include base
 -- @include stats
+-- @include cancelled
 local bad = check_base(ARGV[5], KEYS[2])
 if bad then return bad end
 local stale = fence(KEYS[1], ARGV[2])
 if stale then return stale end
 local now = now_ms()
+if end_if_cancelled(KEYS[1], KEYS[2], ARGV[1], now, tonumber(ARGV[7])) then
+  return {now, 'cancelled'}
+end
 local score = now + tonumber(ARGV[3])
 local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -33,4 +39,4 @@ if head[2] == nil or score < tonumber(head[2]) then
   signal(KEYS[4], 1, 1)
 end
 count(ARGV[5], 'failed', now, tonumber(ARGV[6]))
-return score
+return {score, 'scheduled'}

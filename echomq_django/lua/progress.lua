@@ -1,0 +1,16 @@
+-- progress: a running handler reports how far it got (token-fenced).
+-- KEYS[1] job      emq:{q}:job:<id>, the row
+-- ARGV[1] job_id
+-- ARGV[2] token    the token the claim returned
+-- ARGV[3] percent  0..100
+-- ARGV[4] message  free text ('' for none)
+-- Returns: 1 when a cancel has been requested for the job, else 0 (so a
+--          progress report is also a cancellation check).
+-- Errors: EMQSTALE the token does not hold the lease (nothing changes).
+-- @include now
+-- @include fence
+local stale = fence(KEYS[1], ARGV[2])
+if stale then return stale end
+redis.call('HSET', KEYS[1], 'progress', ARGV[3], 'progress_message', ARGV[4],
+  'progress_at_ms', now_ms())
+return redis.call('HGET', KEYS[1], 'cancel_requested') == '1' and 1 or 0

@@ -1,0 +1,148 @@
+"""The admin dashboard in a real browser: Playwright driving Debian's chromium.
+
+Log in as staff, open the dashboard, schedule a job through ``@job`` and see
+it appear in the schedule list without a reload, press "Run now", and see it
+leave the schedule and end done (a real ``runechomq`` subprocess runs it).
+Screenshots go to ``artifacts/`` (ignored by git).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from echomq_django import Jobs
+from echomq_django.keyspace import Keyspace
+from tests.test_worker import runechomq, stop, wait_for
+from tests.testapp import jobs as testjobs
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # pragma: no cover - depends on the environment
+    sync_playwright = None
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(sync_playwright is None,
+                       reason="playwright is not installed (pip install playwright)"),
+    pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                       reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+
+
+@pytest.fixture
+def staff_login(transactional_db, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(username="ops", password="ops-pass-1",
+                                                 is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(
+        content_type__app_label="echomq_django", codename__in=["view_queue", "change_queue"]))
+    return "ops", "ops-pass-1"
+
+
+@pytest.fixture
+def browser_page(monkeypatch):
+    # Playwright's sync API runs an event loop in this thread; the ORM is not
+    # used once it runs, but Django's guard would refuse even the teardown.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
+
+
+@pytest.fixture
+def worker_procs():
+    procs = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_schedule_appears_live_then_run_now_makes_it_done(
+        live_server, staff_login, browser_page, conn, queue, worker_procs):
+    page = browser_page
+    username, password = staff_login
+    jobs = Jobs(conn)
+    proc = runechomq(queue, "--concurrency", "2")
+    worker_procs.append(proc)
+
+    # Some history for the overview: done and failed jobs, a few scheduled.
+    warm = [testjobs.add.using(queue=queue).enqueue(i, i) for i in range(5)]
+    bad = testjobs.always_fails.using(queue=queue).enqueue(f"{queue}:bad")
+    for minutes in (3, 7, 8, 22, 41):
+        testjobs.add.using(queue=queue).enqueue_in(dt.timedelta(minutes=minutes), 0, minutes)
+    wait_for(lambda: all(jobs.get(queue, h.job_id).state == "done" for h in warm)
+             and jobs.get(queue, bad.job_id).state == "dead", timeout=30)
+
+    # Log in through the admin's own form.
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    expect(page.locator("#content")).to_contain_text("EchoMQ")
+    page.click(f'a[href="/admin/echomq_django/queue/"]')
+    row = page.locator(f'tr[data-queue="{queue}"]')
+    expect(row).to_be_visible()
+    expect(page.locator(f'#emq-workers tr[data-worker*=":{proc.pid}"]')).to_be_visible()
+    expect(row.locator('[data-set="dead"]')).to_have_text("1")
+    expect(page.locator("#emq-live-stamp")).to_contain_text("updated")
+    page.screenshot(path=str(ARTIFACTS / "admin-overview.png"), full_page=True)
+
+    # The schedule list, then a job scheduled from here appears without a reload.
+    row.locator('[data-set="schedule"] a').click()
+    expect(page.locator("#emq-rows")).to_have_attribute("data-set", "schedule")
+    page.evaluate("window.__sameDocument = 'yes'")
+    handle = testjobs.add.using(queue=queue).enqueue_in(dt.timedelta(hours=1), 20, 22)
+    job_row = page.locator(f'#emq-rows tr[data-job="{handle.job_id}"]')
+    expect(job_row).to_be_visible(timeout=10_000)
+    expect(job_row.locator(".emq-due")).to_contain_text("in 59 min")
+    assert page.evaluate("window.__sameDocument") == "yes"  # no reload happened
+    page.screenshot(path=str(ARTIFACTS / "admin-schedule.png"), full_page=True)
+
+    # The pause toggle stops the refresh; the stamp says so.
+    page.click("#emq-live-toggle")
+    expect(page.locator("#emq-live-stamp")).to_contain_text("(paused)")
+    page.click("#emq-live-toggle")
+    expect(page.locator("#emq-live-stamp")).not_to_contain_text("(paused)")
+
+    # Run now: a POST with the CSRF token; the admin says what it did.
+    job_row.locator('button[data-action="run_now"]').click()
+    expect(page.locator("ul.messagelist")).to_contain_text(
+        f"Job {handle.job_id} moved from schedule to pending")
+    expect(page.locator(f'#emq-rows tr[data-job="{handle.job_id}"]')).to_have_count(0)
+    assert conn.zscore(Keyspace(queue).schedule, handle.job_id) is None
+
+    # The job page shows it done, with its result, once the worker ran it.
+    page.goto(f"{live_server.url}/admin/echomq_django/queue/{queue}/job/{handle.job_id}/")
+    expect(page.locator("#emq-job-state")).to_have_text("done", timeout=15_000)
+    expect(page.locator("#emq-result")).to_have_text("42")
+    page.screenshot(path=str(ARTIFACTS / "admin-job.png"), full_page=True)
+    assert jobs.get(queue, handle.job_id).result_value == 42
+
+    code, out = stop(proc)
+    assert code == 0, out
+    if os.environ.get("ECHOMQ_DOCS_SCREENSHOT"):
+        target = Path(__file__).resolve().parent.parent / "docs" / "img" / "admin-overview.png"
+        shutil.copyfile(ARTIFACTS / "admin-overview.png", target)

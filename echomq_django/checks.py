@@ -3,7 +3,8 @@
 Usage: ``manage.py check`` runs them; ``manage.py check --tag echomq`` runs
 only these. Each problem :func:`echomq_django.conf.validate` finds becomes a
 ``django.core.checks.Error`` with its stable id (``echomq.E001`` ...
-``echomq.E010``; the list is in :mod:`echomq_django.conf`).
+``echomq.E010``; the list is in :mod:`echomq_django.conf`), and
+``echomq.E011`` for an invalid recurring schedule (:func:`check_schedules`).
 """
 
 from __future__ import annotations
@@ -31,3 +32,25 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         Error(message, obj=f"settings.ECHOMQ[{key!r}]" if key else "settings.ECHOMQ", id=check_id)
         for check_id, key, message in validate(raw)
     ]
+
+
+@register("echomq")
+def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """``echomq.E011``: a recurring schedule declared with ``@job(every=/cron=)``
+    or in ``ECHOMQ["SCHEDULES"]`` is invalid (bad cron, unknown zone, ...).
+    Runs the same validation as runechomq's boot-time sync; writes nothing."""
+    from .conf import get_config
+    from .exceptions import ConfigurationError
+    from .registry import declared_schedules
+    from .repeat import plan
+
+    try:
+        schedules = get_config().schedules
+    except ConfigurationError:
+        return []  # Reported by check_settings.
+    try:
+        plan(declared_schedules(schedules))
+    except (TypeError, ValueError) as err:
+        return [Error(f"recurring schedule: {err}", obj="settings.ECHOMQ['SCHEDULES']",
+                      id="echomq.E011")]
+    return []

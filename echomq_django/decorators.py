@@ -138,6 +138,13 @@ class JobFunction:
         if self.every_ms is not None and self.every_ms <= 0:
             raise ValueError(f"every must be > 0 ms, got {self.every_ms}")
         self.cron, self.tz, self.missed = cron, tz, missed
+        if self.schedule is not None:
+            from .repeat import plan
+
+            # Validate now (bad cron, unknown zone, bad missed): ValueError at
+            # import, not at the first runechomq. The default zone is read at
+            # sync time, so validate against UTC when none is given.
+            plan([dict(self.schedule, tz=tz or "UTC")])
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -520,26 +520,15 @@ def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def sync(conn, declared: Iterable[dict], *, prune: bool = False,
-         queues: Iterable[str] = ()) -> dict[str, int]:
-    """Make the registry match the declared schedules (docs/repeat.md, "sync").
+def plan(declared: Iterable[dict]) -> list[tuple[Keyspace, "_Definition"]]:
+    """Validate declared schedules without writing anything (what :func:`sync`
+    does first, and what the ``echomq.E011`` system check runs).
 
-    ``declared``: dicts with keys ``queue``, ``name``, ``every_ms`` or
-    ``cron``, and optionally ``tz``, ``template`` (default ``{}``),
-    ``missed``, ``start_at_ms`` (None means the default for each). Every entry is validated before anything is
-    written. An unchanged name is untouched (its next run is kept); a changed
-    one is upserted and logged; a name whose member or record was missing is
-    written afresh (``repaired``). With ``prune=True`` the live names of the
-    queues in ``declared`` or ``queues`` that are not declared are removed;
-    without it they are counted as ``undeclared``. Registry members without a
-    record in those queues are removed (``orphans``).
-
-    Returns counts: ``registered``, ``unchanged``, ``updated``, ``repaired``,
-    ``removed``, ``undeclared``, ``orphans``.
+    Returns ``[(Keyspace, definition), ...]`` in order.
 
     Raises:
         ValueError, TypeError: a bad declaration (naming the entry), or the
-            same (queue, name) declared twice; nothing is written then.
+            same (queue, name) declared twice.
     """
     plans: list[tuple[Keyspace, _Definition]] = []
     seen: set[tuple[str, str]] = set()
@@ -562,6 +551,32 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
             raise ValueError(f"declared[{index}]: {key} is declared twice")
         seen.add(key)
         plans.append((ks, definition))
+    return plans
+
+
+def sync(conn, declared: Iterable[dict], *, prune: bool = False,
+         queues: Iterable[str] = ()) -> dict[str, int]:
+    """Make the registry match the declared schedules (docs/repeat.md, "sync").
+
+    ``declared``: dicts with keys ``queue``, ``name``, ``every_ms`` or
+    ``cron``, and optionally ``tz``, ``template`` (default ``{}``),
+    ``missed``, ``start_at_ms`` (None means the default for each). Every entry is validated before anything is
+    written. An unchanged name is untouched (its next run is kept); a changed
+    one is upserted and logged; a name whose member or record was missing is
+    written afresh (``repaired``). With ``prune=True`` the live names of the
+    queues in ``declared`` or ``queues`` that are not declared are removed;
+    without it they are counted as ``undeclared``. Registry members without a
+    record in those queues are removed (``orphans``).
+
+    Returns counts: ``registered``, ``unchanged``, ``updated``, ``repaired``,
+    ``removed``, ``undeclared``, ``orphans``.
+
+    Raises:
+        ValueError, TypeError: a bad declaration (naming the entry), or the
+            same (queue, name) declared twice; nothing is written then.
+    """
+    plans = plan(declared)
+    seen = {(ks.queue, definition.name) for ks, definition in plans}
     all_queues = {ks.queue for ks, _ in plans} | {validate_queue_name(q) for q in queues}
 
     counts = dict.fromkeys(("registered", "unchanged", "updated", "repaired", "removed",

@@ -73,16 +73,16 @@ class Worker:
         return repeat.pump
 
     def _sync_schedules(self) -> None:
-        from . import registry
+        """Boot-time sync of the declared schedules (docs/repeat.md, "sync")."""
+        from .registry import declared_schedules
         from .repeat import sync
 
-        declared = [fn.schedule for fn in registry.all_jobs() if fn.schedule]
-        for name, spec in self.config.schedules.items():
-            declared.append(dict(spec, name=name))
+        declared = declared_schedules(self.config.schedules)
         if declared or self.config.prune_schedules:
             report = sync(get_connection(), declared, prune=self.config.prune_schedules,
                           queues=self.options.queues)
-            log.info("recurring schedules synced: %s", report)
+            log.info("recurring schedules synced: %s",
+                     ", ".join(f"{k} {v}" for k, v in report.items() if v) or "nothing to do")
 
     def _metronome(self) -> Metronome:
         return Metronome(get_connection(), self.options.queues,

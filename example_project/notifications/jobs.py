@@ -4,13 +4,16 @@
 - ``deliver``: sends a notice through a fake chat API that fails transiently a
   few times before it succeeds; retried with capped exponential backoff and
   full jitter, up to six attempts (the seeds' ``@max_attempts``).
-- ``deliver`` to a chat that blocked the bot fails every time and ends dead.
+- ``deliver`` to a chat that blocked the bot is a permanent failure: the
+  handler raises ``Discard`` and the job is dead at once, never retried.
+- ``deliver`` to a chat whose API stays down (503 every time) is retried until
+  its sixth attempt fails, then dead-lettered with the traceback.
 
 The fake API keeps its state in Redis, so it behaves the same whichever
 worker process runs the job.
 """
 
-from echomq_django import Backoff, get_connection, job
+from echomq_django import Backoff, Discard, get_connection, job
 
 QUEUE = "cm.notify"
 
@@ -30,6 +33,8 @@ def fake_chat_api(chat: str, text: str, fail_first: int) -> int:
     calls = get_connection().incr(f"workshop:calls:{chat}")
     if chat.startswith("blocked-"):
         raise BlockedError(f"403 Forbidden: bot was blocked by {chat}")
+    if chat.startswith("down-"):
+        raise TransientDeliveryError(f"503 Service Unavailable (call {calls} for {chat})")
     if calls <= fail_first:
         raise TransientDeliveryError(f"429 Too Many Requests (call {calls} for {chat})")
     return calls
@@ -38,8 +43,12 @@ def fake_chat_api(chat: str, text: str, fail_first: int) -> int:
 @job(queue=QUEUE, max_attempts=6,
      backoff=Backoff.exponential(base_ms=200, cap_ms=2_000, jitter=True))
 def deliver(chat: str, text: str, fail_first: int = 0) -> dict:
-    """Deliver one notice; transient failures are retried with backoff."""
-    call = fake_chat_api(chat, text, fail_first)
+    """Deliver one notice; transient failures are retried with backoff, a
+    blocked bot is dropped at once (the seeds' delivery classification)."""
+    try:
+        call = fake_chat_api(chat, text, fail_first)
+    except BlockedError as err:
+        raise Discard(str(err)) from err
     return {"chat": chat, "delivered_on_call": call}
 
 
@@ -47,3 +56,12 @@ def deliver(chat: str, text: str, fail_first: int = 0) -> dict:
 def round_start_reminder(room: str, round_id: str) -> str:
     """Remind a room that its round starts now."""
     return f"round {round_id} in {room} starts now"
+
+
+@job(queue=QUEUE, cron="0 9 * * *", tz="Europe/Berlin", context=True)
+def standings_digest(context) -> str:
+    """The daily standings digest (seed 004, Move 2): every day at 09:00 Berlin
+    time, one job per day however many metronomes run. A catch-up after
+    downtime says how many days it stands for."""
+    when = context.scheduled_for_ms
+    return f"digest for slot {when} (covers {context.missed} missed day(s) too)"

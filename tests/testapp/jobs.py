@@ -3,6 +3,7 @@ memory), so a test in another process can read it."""
 
 import os
 import time
+from datetime import timedelta
 
 import redis
 
@@ -53,3 +54,8 @@ def sleep_then_mark(key, seconds):
 @job(queue="default", context=True)
 def whoami(context):
     return {"job_id": context.job_id, "attempt": context.attempt, "queue": context.queue}
+
+
+@job(queue="default", every=timedelta(hours=1))
+def hourly_report():
+    return "hourly"

@@ -2,7 +2,8 @@
 
 Enqueues a round-start reminder for an absolute instant, notices that deliver
 at once, one that fails transiently three times before it gets through, one
-deferred with ``enqueue_in``, and one to a chat that blocked the bot; starts
+deferred with ``enqueue_in``, one to a chat that blocked the bot (discarded at
+once) and one whose API stays down (dead after six attempts); starts
 ``runechomq`` in a child process; waits until every job has reached its final
 state; stops the worker with SIGTERM; prints what happened to each job.
 """
@@ -16,7 +17,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from echomq_django import BrandedId, Jobs, get_connection
+from echomq_django import BrandedId, JobHandle, Jobs, Outcome, get_connection
+from echomq_django.repeat import Repeat
 from example_project.notifications import jobs as workshop
 
 TERMINAL = {"done", "dead"}
@@ -40,6 +42,18 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=50.0,
                             help="seconds to wait for every job to finish (default 50)")
 
+    def _fire_digest(self, conn, plan, deadline, worker):
+        """runechomq registers the daily digest at boot (its @job declares the
+        cron); once it has, run one occurrence now so the table shows it."""
+        repeat, name = Repeat(conn), workshop.standings_digest.path
+        while repeat.get(workshop.QUEUE, name) is None:
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise CommandError("runechomq did not register the daily digest")
+            time.sleep(0.1)
+        job_id = repeat.run_now(workshop.QUEUE, name)
+        plan.append((JobHandle(workshop.QUEUE, job_id, Outcome.ENQUEUED),
+                     "standings_digest (daily cron, run now)", server_now_ms(conn), "done"))
+
     def handle(self, *args, **options):
         conn = get_connection()
         run = BrandedId.generate("RND")[-6:].lower()  # keeps re-runs apart
@@ -57,7 +71,9 @@ class Command(BaseCommand):
         plan.append((workshop.deliver.enqueue_in(1_500, f"later-{run}", "Round over"),
                      "deliver (enqueue_in 1.5 s)", now + 1_500, "done"))
         plan.append((workshop.deliver.enqueue(f"blocked-{run}", "Hello?"),
-                     "deliver to a chat that blocked the bot", now, "dead"))
+                     "deliver, bot blocked (403: Discard)", now, "dead"))
+        plan.append((workshop.deliver.enqueue(f"down-{run}", "Anyone?"),
+                     "deliver, API down (503 every time)", now, "dead"))
         self.stdout.write(f"enqueued {len(plan)} jobs on queue {workshop.QUEUE}; starting runechomq\n")
 
         worker = subprocess.Popen(
@@ -66,6 +82,7 @@ class Command(BaseCommand):
         jobs = Jobs(conn)
         try:
             deadline = time.monotonic() + options["timeout"]
+            self._fire_digest(conn, plan, deadline, worker)
             rows = {}
             while time.monotonic() < deadline:
                 rows = {h.job_id: jobs.get(h.queue, h.job_id) for h, *_ in plan}
@@ -97,6 +114,11 @@ class Command(BaseCommand):
             if row and row.state == "dead":
                 self.stdout.write(f"{'':<30} reason: {row.reason}; last error: "
                                   f"{(row.last_error or '').strip().splitlines()[-1]}\n")
+        digest = Repeat(conn).get(workshop.QUEUE, workshop.standings_digest.path)
+        if digest is not None:
+            self.stdout.write(
+                f"\nrecurring: {digest.name} ({digest.cron}, {digest.tz}) next runs at "
+                f"{dt.datetime.fromtimestamp(digest.next_run_ms / 1000, dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n")
         if wrong or code != 0:
             raise CommandError(f"{wrong} job(s) did not reach their expected state")
         self.stdout.write(f"\nall {len(plan)} jobs reached their expected final state\n")

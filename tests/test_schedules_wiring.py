@@ -1,0 +1,94 @@
+"""Recurring schedules declared in code and settings reach the registry at
+runechomq's boot; bad declarations fail the system check; the example works."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.checks import run_checks
+from django.test import override_settings
+
+from echomq_django import job
+from echomq_django.registry import declared_schedules
+from echomq_django.repeat import Repeat, plan
+from tests.testapp import jobs as testjobs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_job_every_declares_a_schedule():
+    assert testjobs.hourly_report.schedule == {
+        "queue": "default", "name": "tests.testapp.jobs.hourly_report", "every_ms": 3_600_000,
+        "cron": None, "tz": None, "missed": "coalesce",
+        "template": {"job": "tests.testapp.jobs.hourly_report", "args": [], "kwargs": {}}}
+    names = [d["name"] for d in declared_schedules({})]
+    assert "tests.testapp.jobs.hourly_report" in names
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"cron": "61 * * * *"}, "cron"),
+    ({"cron": "0 3 * * *", "tz": "Mars/Olympus"}, "tz"),
+    ({"every": 0}, "every"),
+    ({"cron": "0 3 * * *", "missed": "sometimes"}, "missed"),
+])
+def test_bad_job_schedules_raise_at_decoration(options, words):
+    with pytest.raises(ValueError, match=words):
+        job(**options)(testjobs.add.fn)
+
+
+def test_settings_schedules_become_declarations():
+    declared = declared_schedules({
+        "nightly": {"job": "tests.testapp.jobs.add", "args": [1, 2], "cron": "0 3 * * *",
+                    "tz": "Europe/Berlin", "queue": "reports"}})
+    entry = [d for d in declared if d["name"] == "nightly"][0]
+    assert entry == {"queue": "reports", "name": "nightly", "cron": "0 3 * * *",
+                     "tz": "Europe/Berlin",
+                     "template": {"job": "tests.testapp.jobs.add", "args": [1, 2], "kwargs": {}}}
+    assert plan([entry])
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"job": "x.y", "cron": "bad cron"}, "cron"),
+    ({"job": "x.y", "every_ms": 1000, "color": "red"}, "unknown keys"),
+    ({"every_ms": 1000}, "exactly one of 'job'"),
+])
+def test_bad_settings_schedules_fail_the_check(valkey_url, spec, words):
+    with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {"broken": spec}}):
+        errors = [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E011"]
+    assert len(errors) == 1 and words in errors[0].msg, errors
+
+
+def test_valid_settings_pass_the_check(valkey_url):
+    with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {
+            "ok": {"job": "tests.testapp.jobs.add", "every_ms": 60_000}}}):
+        assert [e for e in run_checks(tags=["echomq"]) if e.id.startswith("echomq.")] == []
+
+
+def test_runechomq_boot_syncs_declared_schedules(conn, queue):
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-m", "django", "runechomq", "default", "--burst"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    entry = Repeat(conn).get("default", "tests.testapp.jobs.hourly_report")
+    assert entry is not None and entry.every_ms == 3_600_000
+    assert entry.next_run_ms % 3_600_000 == 0  # on the hour grid
+    # A second boot leaves it untouched (same next run).
+    again = subprocess.run([sys.executable, "-m", "django", "runechomq", "default", "--burst"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0
+    assert Repeat(conn).get("default", "tests.testapp.jobs.hourly_report").next_run_ms == entry.next_run_ms
+    assert "recurring schedules synced: unchanged" in again.stderr
+
+
+@pytest.mark.slow
+def test_the_example_project_runs_end_to_end(valkey_url):
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="example_project.settings",
+               ECHOMQ_URL=valkey_url)
+    out = subprocess.run([sys.executable, "manage.py", "workshop"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all 9 jobs reached their expected final state" in out.stdout
+    assert "standings_digest (daily cron, run now)" in out.stdout
+    assert "runechomq stopped on SIGTERM with exit code 0" in out.stdout

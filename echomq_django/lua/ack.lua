@@ -13,6 +13,7 @@
 --         EMQKEY the base root is not the queue root of KEYS[2].
 -- @include now
 -- @include fence
+-- @include lease
 -- @include base
 -- @include stats
 -- @include cancelled
@@ -24,8 +25,7 @@ local now = now_ms()
 if end_if_cancelled(KEYS[1], KEYS[2], ARGV[1], now, tonumber(ARGV[4])) then
   return {now, 'cancelled'}
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
+end_lease(KEYS[1], KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'done', 'finished_at_ms', now, 'result', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
 count(ARGV[5], 'done', now, tonumber(ARGV[6]))

@@ -17,6 +17,7 @@
 --         EMQKEY the base root is not the prefix of KEYS[3].
 -- @include now
 -- @include fence
+-- @include lease
 -- @include base
 -- @include stats
 -- @include cancelled
@@ -28,8 +29,7 @@ local now = now_ms()
 if end_if_cancelled(KEYS[1], KEYS[2], ARGV[1], now, tonumber(ARGV[9])) then
   return {now, 'cancelled'}
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
+end_lease(KEYS[1], KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'dead', 'reason', ARGV[3], 'last_error', ARGV[4],
   'finished_at_ms', now)
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[6]))

@@ -11,10 +11,10 @@
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes).
 -- @include signal
 -- @include fence
+-- @include lease
 local stale = fence(KEYS[1], ARGV[2])
 if stale then return stale end
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
+end_lease(KEYS[1], KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'attempts', -1)
 redis.call('HSET', KEYS[1], 'state', 'pending')
 redis.call('ZADD', KEYS[3], 0, ARGV[1])

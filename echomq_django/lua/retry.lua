@@ -17,6 +17,7 @@
 -- @include now
 -- @include signal
 -- @include fence
+-- @include lease
 -- @include base
 -- @include stats
 -- @include cancelled
@@ -29,14 +30,8 @@ if end_if_cancelled(KEYS[1], KEYS[2], ARGV[1], now, tonumber(ARGV[7])) then
   return {now, 'cancelled'}
 end
 local score = now + tonumber(ARGV[3])
-local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
-redis.call('HSET', KEYS[1], 'state', 'scheduled', 'run_at_ms', score,
-  'last_error', ARGV[4], 'failed_at_ms', now)
-redis.call('ZADD', KEYS[3], score, ARGV[1])
-if head[2] == nil or score < tonumber(head[2]) then
-  signal(KEYS[4], 1, 1)
-end
+end_lease(KEYS[1], KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'last_error', ARGV[4], 'failed_at_ms', now)
+park(KEYS[1], KEYS[3], KEYS[4], ARGV[1], score)
 count(ARGV[5], 'failed', now, tonumber(ARGV[6]))
 return {score, 'scheduled'}

@@ -11,6 +11,7 @@
 -- Errors: EMQKIND the id is not JOB-namespaced.
 -- @include now
 -- @include signal
+-- @include lease
 if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
@@ -24,13 +25,8 @@ if ARGV[3] == 'in' then
 else
   score = tonumber(ARGV[4])
 end
--- Wake the metronome only when this run-at is earlier than the head it sleeps
--- towards; a later one is found by the sleep it already has.
-local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-redis.call('HSET', KEYS[1], 'state', 'scheduled', 'attempts', '0', 'payload', ARGV[2],
-  'enqueued_at_ms', now, 'run_at_ms', score)
-redis.call('ZADD', KEYS[2], score, ARGV[1])
-if head[2] == nil or score < tonumber(head[2]) then
-  signal(KEYS[3], 1, 1)
-end
+redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now)
+-- park marks the metronome's beat only when this run-at is earlier than the
+-- head it sleeps towards; a later one is found by the sleep it already has.
+park(KEYS[1], KEYS[2], KEYS[3], ARGV[1], score)
 return 1

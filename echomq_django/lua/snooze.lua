@@ -15,6 +15,7 @@
 -- @include now
 -- @include signal
 -- @include fence
+-- @include lease
 -- @include cancelled
 local stale = fence(KEYS[1], ARGV[2])
 if stale then return stale end
@@ -23,14 +24,8 @@ if end_if_cancelled(KEYS[1], KEYS[2], ARGV[1], now, tonumber(ARGV[4])) then
   return {now, 'cancelled'}
 end
 local score = now + tonumber(ARGV[3])
-local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[1], 'token', 'lease_until_ms')
+end_lease(KEYS[1], KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'attempts', -1)
 redis.call('HINCRBY', KEYS[1], 'snoozes', 1)
-redis.call('HSET', KEYS[1], 'state', 'scheduled', 'run_at_ms', score)
-redis.call('ZADD', KEYS[3], score, ARGV[1])
-if head[2] == nil or score < tonumber(head[2]) then
-  signal(KEYS[4], 1, 1)
-end
+park(KEYS[1], KEYS[3], KEYS[4], ARGV[1], score)
 return {score, 'scheduled'}

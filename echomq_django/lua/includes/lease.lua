@@ -1,0 +1,18 @@
+-- end_lease(row, active, id): the job leaves the active set and loses its
+-- token and deadline, so the old holder is fenced out from now on.
+local function end_lease(row, active, id)
+  redis.call('ZREM', active, id)
+  redis.call('HDEL', row, 'token', 'lease_until_ms')
+end
+
+-- park(row, schedule, beat, id, score): the job waits on the schedule set at
+-- score (state scheduled, run_at_ms); the metronome's beat is marked when this
+-- run-at is earlier than the head it sleeps towards. Needs: signal.
+local function park(row, schedule, beat, id, score)
+  local head = redis.call('ZRANGE', schedule, 0, 0, 'WITHSCORES')
+  redis.call('HSET', row, 'state', 'scheduled', 'run_at_ms', score)
+  redis.call('ZADD', schedule, score, id)
+  if head[2] == nil or score < tonumber(head[2]) then
+    signal(beat, 1, 1)
+  end
+end

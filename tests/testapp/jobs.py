@@ -59,3 +59,127 @@ def whoami(context):
 @job(queue="default", every=timedelta(hours=1))
 def hourly_report():
     return "hourly"
+
+
+# -- lifecycle controls (tests/test_lifecycle*.py) ----------------------------
+# Each records what it saw under keys that start with the ``key`` it is given
+# (the test's queue name), so the test can read it from another process.
+
+import signal  # noqa: E402
+
+from echomq_django import Discard, Retry, Snooze  # noqa: E402
+
+
+@job(queue="default", context=True, max_attempts=3, backoff=Backoff.exponential(1000, 300_000))
+def snooze_then_fail(key, snoozes, context):
+    """Snoozes ``snoozes`` times (raising and returning Snooze(0) in turn), then
+    fails once for real, then returns what its context said."""
+    client = _client()
+    client.rpush(key + ":runs", f"{context.attempt}:{context.snoozes}")
+    if context.snoozes < snoozes:
+        if context.snoozes % 2:
+            return Snooze(0)
+        raise Snooze(0)
+    if client.incr(key + ":failures") == 1:
+        raise RuntimeError("a real failure after the snoozes")
+    return {"attempt": context.attempt, "snoozes": context.snoozes}
+
+
+@job(queue="default", context=True, max_attempts=3, backoff=Backoff.fixed(10))
+def wait_for_cancel(key, raise_after, context):
+    """Loops until ``context.cancelled``; records that it saw it, then raises
+    (``raise_after``) or returns. Gives up after 20 s."""
+    client = _client()
+    client.incr(key + ":runs")
+    deadline = time.monotonic() + 20
+    while not context.cancelled:
+        if time.monotonic() > deadline:
+            return "never cancelled"
+        time.sleep(0.01)
+    client.set(key + ":saw_cancel", context.attempt)
+    if raise_after:
+        raise RuntimeError("the handler raised after seeing the cancel")
+    return "stopped early"
+
+
+@job(queue="default", context=True)
+def hold_then_return(key, seconds, context):
+    """Attempt 1 sleeps ``seconds`` (the one a test pauses or kills); later
+    attempts return at once. Returns the pid and attempt that ran it."""
+    client = _client()
+    client.rpush(key + ":runs", f"{os.getpid()}:{context.attempt}")
+    if context.attempt == 1:
+        time.sleep(seconds)
+        client.set(key + ":first_finished", os.getpid())
+    return {"pid": os.getpid(), "attempt": context.attempt}
+
+
+@job(queue="default", context=True)
+def report_progress(key, context):
+    """Reports 40 "reading", waits for ``key:go``, then reports 100 "written"."""
+    client = _client()
+    context.progress(40, "reading")
+    client.set(key + ":reported", 1)
+    deadline = time.monotonic() + 20
+    while not client.exists(key + ":go") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    context.progress(100, "written")
+    return "reported"
+
+
+@job(queue="default", max_attempts=1, timeout_ms=300)
+def overrun(key, seconds):
+    """Sleeps ``seconds``, far past its 300 ms time limit."""
+    client = _client()
+    client.set(key + ":pid", os.getpid())
+    time.sleep(seconds)
+    client.set(key + ":finished", 1)
+    return "too late"
+
+
+@job(queue="default", max_attempts=2, backoff=Backoff.fixed(50), timeout_ms=300)
+def overrun_twice(key, seconds):
+    """Like ``overrun`` with two attempts."""
+    _client().rpush(key + ":runs", os.getpid())
+    time.sleep(seconds)
+    return "too late"
+
+
+@job(queue="default")
+def poison(key):
+    """Kills the process that runs it, every time."""
+    _client().incr(key)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@job(queue="default", max_attempts=3, backoff=Backoff.fixed(20))
+def choose(key, outcome, delay_ms=0):
+    """Ends the way ``outcome`` says: retry (Retry(delay_ms)), discard,
+    snooze_raise, snooze_return, error (a plain exception) or done."""
+    _client().incr(key)
+    if outcome == "retry":
+        raise Retry(delay_ms=delay_ms, reason="asked to retry")
+    if outcome == "discard":
+        raise Discard("the user was deleted")
+    if outcome == "snooze_raise":
+        raise Snooze(delay_ms)
+    if outcome == "snooze_return":
+        return Snooze(delay_ms)
+    if outcome == "error":
+        raise KeyError("boom")
+    return {"outcome": outcome}
+
+
+@job(queue="default", context=True)
+def context_report(context):
+    """Returns what its context says."""
+    return {"job_id": context.job_id, "attempt": context.attempt, "snoozes": context.snoozes,
+            "scheduled_for_ms": context.scheduled_for_ms, "missed": context.missed,
+            "cancelled": context.cancelled, "queue": context.queue,
+            "timeout_ms": context.timeout_ms}
+
+
+@job(queue="default")
+def no_context(*args, **kwargs):
+    """Returns the keyword arguments it was called with (no context expected)."""
+    return sorted(kwargs)

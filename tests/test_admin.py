@@ -257,11 +257,13 @@ def test_retry_moves_a_dead_letter_to_pending_with_attempts_reset(changer, conn,
     ids = seed(conn, queue)
     ks = Keyspace(queue)
     assert redis_client.pttl(ks.job(ids["dead"])) > 0
+    redis_client.hset(ks.job(ids["dead"]), mapping={"snoozes": "7", "progress": "40"})
     response = changer.post(action_url(queue, "retry"), {"job": ids["dead"]}, follow=True)
     assert any("moved from dead to pending with attempts reset" in m
                for m in messages_of(response))
     row = redis_client.hgetall(ks.job(ids["dead"]))
     assert (row["state"], row["attempts"], row["stalls"]) == ("pending", "0", "0")
+    assert row["snoozes"] == "0" and "progress" not in row
     assert "reason" not in row and "finished_at_ms" not in row
     assert "boom" in row["last_error"]
     assert redis_client.pttl(ks.job(ids["dead"])) == -1  # no longer expires as a dead letter

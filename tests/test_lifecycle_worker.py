@@ -34,11 +34,28 @@ WEEK_MS = 7 * DAY_MS
 
 
 def runechomq(queue, *args, **popen):
+    # In a session of its own, so kill_all() reaches the children a
+    # --processes supervisor forked even when the supervisor is gone (they
+    # hold its stdout open and communicate() would wait for them forever).
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
     return subprocess.Popen(
         [sys.executable, "-m", "django", "runechomq", queue, *args],
         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, **popen)
+        stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
+
+
+def kill_all(proc) -> str:
+    """SIGKILL ``proc`` and every process of its group; return its output."""
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+    if proc.stdout.closed:  # its output was read already
+        proc.wait()
+        return ""
+    out, _ = proc.communicate()
+    return out
 
 
 def wait_for(predicate, timeout=15.0, step=0.02):
@@ -57,9 +74,7 @@ def stop(proc, sig=signal.SIGTERM, timeout=20):
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        raise AssertionError("runechomq did not stop in time:\n" + out)
+        raise AssertionError("runechomq did not stop in time:\n" + kill_all(proc)) from None
     return proc.returncode, out
 
 
@@ -99,13 +114,8 @@ def worker_procs():
     procs = []
     yield procs
     for proc in procs:
-        if proc.poll() is None:
-            try:
-                proc.send_signal(signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-            proc.kill()
-            proc.communicate()
+        # Also when the supervisor has exited: its children may live on.
+        kill_all(proc)
 
 
 def start(worker_procs, queue, *args):

@@ -146,7 +146,8 @@ class Consumer:
         released = 0
         for claim in left:
             try:
-                self.jobs.release(claim.queue, claim.job_id, claim.token)
+                self.jobs.release(claim.queue, claim.job_id, claim.token,
+                                  keep_ms=self.retention.result_ttl_ms)
                 released += 1
                 log.warning("job %s handed back to pending (shutdown before it finished)",
                             claim.job_id)
@@ -257,7 +258,8 @@ class Consumer:
                 others = [s.claim for s in self._slots.values() if not s.timed_out]
             for other in others:
                 try:
-                    self.jobs.release(other.queue, other.job_id, other.token)
+                    self.jobs.release(other.queue, other.job_id, other.token,
+                                      keep_ms=self.retention.result_ttl_ms)
                 except StaleTokenError:
                     pass
             self._retire()

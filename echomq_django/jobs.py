@@ -208,20 +208,23 @@ class Jobs:
                            [ks.base, batch, WAKE_CAP])
 
     def reap(self, queue: str, batch: int = 1000, max_stalls: int = DEFAULT_MAX_STALLS,
-             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS) -> int:
+             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, keep_ms: int = DEFAULT_KEEP_MS) -> int:
         """Handle up to ``batch`` expired leases; return how many.
 
         Each one's ``stalls`` goes up by one and its token is dropped (the old
         holder can no longer ack, retry, snooze, extend or dead it). It goes
         back to ``pending``, or dead with reason ``"stalled"`` once its stalls
-        exceed ``max_stalls`` (protocol.md, "reap").
+        exceed ``max_stalls``; a job whose cancel was requested ends
+        ``cancelled`` (kept ``keep_ms``) instead (protocol.md, "reap").
         """
         ks = Keyspace(queue)
         _check_int("batch", batch, 1, 100_000)
         _check_int("max_stalls", max_stalls, 0, 1_000_000)
         _check_int("dead_ttl_ms", dead_ttl_ms, 1)
+        _check_int("keep_ms", keep_ms, 1)
         return scripts.run(self.conn, "reap", [ks.active, ks.pending, ks.wake, ks.dead],
-                           [ks.base, batch, WAKE_CAP, max_stalls, dead_ttl_ms, STATS_TTL_MS])
+                           [ks.base, batch, WAKE_CAP, max_stalls, dead_ttl_ms, STATS_TTL_MS,
+                            keep_ms])
 
     def horizon(self, queue: str) -> tuple[int, int | None]:
         """Return ``(server_now_ms, next_ms)``: the earliest head of schedule,
@@ -354,15 +357,19 @@ class Jobs:
         return scripts.run(self.conn, "extend", [ks.job(job_id), ks.active, ks.beat],
                            [job_id, _check_str("token", token), lease_ms])
 
-    def release(self, queue: str, job_id: str, token: str) -> None:
+    def release(self, queue: str, job_id: str, token: str,
+                keep_ms: int = DEFAULT_KEEP_MS) -> None:
         """Hand the job held by ``token`` back to ``pending``, giving back its attempt.
 
-        Used by a worker that shuts down before the handler finished. Raises
-        StaleTokenError when ``token`` no longer holds the lease.
+        Used by a worker that shuts down before the handler finished. A job
+        whose cancel was requested ends ``cancelled`` (kept ``keep_ms``)
+        instead of running again. Raises StaleTokenError when ``token`` no
+        longer holds the lease.
         """
         ks = Keyspace(queue)
+        _check_int("keep_ms", keep_ms, 1)
         scripts.run(self.conn, "release", [ks.job(job_id), ks.active, ks.pending, ks.wake],
-                    [job_id, _check_str("token", token), WAKE_CAP])
+                    [job_id, _check_str("token", token), WAKE_CAP, keep_ms])
 
     # -- control -----------------------------------------------------------
 

@@ -43,11 +43,12 @@ class Metronome:
         pump: called with the queue on every beat to mint due recurrences.
         max_stalls: expired leases a job survives before reap ends it dead.
         dead_ttl_ms: how long such a dead row is kept.
+        keep_ms: how long a row reap ends cancelled is kept (RESULT_TTL_MS).
     """
 
     def __init__(self, conn, queues, *, batch: int = 1000, pump: Pump | None = None,
                  max_stalls: int = 1, dead_ttl_ms: int = 604_800_000,
-                 stop_event: threading.Event | None = None) -> None:
+                 keep_ms: int = 86_400_000, stop_event: threading.Event | None = None) -> None:
         self.jobs = Jobs(conn)
         self.conn = conn
         self.queues = list(queues)
@@ -55,6 +56,7 @@ class Metronome:
         self.pump = pump
         self.max_stalls = max_stalls
         self.dead_ttl_ms = dead_ttl_ms
+        self.keep_ms = keep_ms
         self.stop_event = stop_event or threading.Event()
         self._wakers = {q: threading.Event() for q in self.queues}
         self._threads: list[threading.Thread] = []
@@ -82,7 +84,7 @@ class Metronome:
         """One beat for ``queue``: promote, reap, pump. Returns the three counts."""
         promoted = self.jobs.promote(queue, self.batch)
         reaped = self.jobs.reap(queue, self.batch, max_stalls=self.max_stalls,
-                                dead_ttl_ms=self.dead_ttl_ms)
+                                dead_ttl_ms=self.dead_ttl_ms, keep_ms=self.keep_ms)
         minted = self.pump(queue) if self.pump else 0
         if promoted or reaped or minted:
             log.debug("queue %s: promoted %d, reaped %d, minted %d",

@@ -88,7 +88,8 @@ class Worker:
         return Metronome(get_connection(), self.options.queues,
                          batch=self.config.promote_batch, pump=self._pump(),
                          max_stalls=self.config.max_stalls,
-                         dead_ttl_ms=self.config.dead_ttl_ms, stop_event=threading.Event())
+                         dead_ttl_ms=self.config.dead_ttl_ms,
+                         keep_ms=self.config.result_ttl_ms, stop_event=threading.Event())
 
     def _consumer(self) -> Consumer:
         config = self.config

@@ -1,7 +1,9 @@
 -- reap: the count-thresholded stalled sweep. Every lease past its deadline
 -- counts a stall; the job goes back to pending, or dead with reason 'stalled'
 -- once its stalls exceed max_stalls (BullMQ's maxStalledCount), so a poison
--- job that kills its worker every time does not loop forever.
+-- job that kills its worker every time does not loop forever. A job whose
+-- cancel was requested while it ran ends cancelled instead: its worker is gone
+-- before it saw the flag, and a cancelled job never runs again.
 -- KEYS[1] active   emq:{q}:active
 -- KEYS[2] pending  emq:{q}:pending
 -- KEYS[3] wake     emq:{q}:wake
@@ -12,12 +14,15 @@
 -- ARGV[4] max_stalls stalls allowed before the job goes dead
 -- ARGV[5] dead_ttl_ms how long a dead row is kept
 -- ARGV[6] stats_ttl_ms how long a per-minute counter lives
--- Returns: the count of expired leases handled (back to pending or dead).
+-- ARGV[7] keep_ms  how long a cancelled row is kept
+-- Returns: the count of expired leases handled (back to pending, dead or cancelled).
 -- Errors: EMQKEY the base root is not the queue root of KEYS[1].
 -- @include now
 -- @include signal
 -- @include base
 -- @include stats
+-- @include lease
+-- @include cancelled
 local bad = check_base(ARGV[1], KEYS[1])
 if bad then return bad end
 local base = ARGV[1]
@@ -34,7 +39,9 @@ for _, id in ipairs(expired) do
     redis.call('HDEL', row, 'token', 'lease_until_ms')
     local stalls = redis.call('HINCRBY', row, 'stalls', 1)
     count_all = count_all + 1
-    if stalls > max_stalls then
+    if end_if_cancelled(row, KEYS[1], id, now, tonumber(ARGV[7])) then
+      -- Cancelled: never run again, counted neither as done nor as failed.
+    elseif stalls > max_stalls then
       redis.call('HSET', row, 'state', 'dead', 'reason', 'stalled', 'finished_at_ms', now,
         'last_error', 'the lease expired ' .. stalls .. ' times (max_stalls ' .. max_stalls .. ')')
       redis.call('PEXPIRE', row, tonumber(ARGV[5]))

@@ -1,5 +1,6 @@
 -- release: a shutting-down worker hands an unfinished job back to pending and
--- gives back the attempt it was on (the job did not fail).
+-- gives back the attempt it was on (the job did not fail). A job whose cancel
+-- was requested while it ran ends cancelled instead of running again.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] active   emq:{q}:active
 -- KEYS[3] pending  emq:{q}:pending
@@ -7,13 +8,19 @@
 -- ARGV[1] job_id
 -- ARGV[2] token    the token the claim returned
 -- ARGV[3] wake_cap most wake markers kept
--- Returns: 1.
+-- ARGV[4] keep_ms  how long a cancelled row is kept
+-- Returns: 1 back to pending, 2 ended cancelled.
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes).
 -- @include signal
 -- @include fence
+-- @include now
 -- @include lease
+-- @include cancelled
 local stale = fence(KEYS[1], ARGV[2])
 if stale then return stale end
+if end_if_cancelled(KEYS[1], KEYS[2], ARGV[1], now_ms(), tonumber(ARGV[4])) then
+  return 2
+end
 end_lease(KEYS[1], KEYS[2], ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'attempts', -1)
 redis.call('HSET', KEYS[1], 'state', 'pending')

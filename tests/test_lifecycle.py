@@ -638,3 +638,43 @@ def test_a_plain_job_s_context(consumer, jobs, queue):
     assert jobs.get(queue, job_id).result_value == {
         "job_id": job_id, "attempt": 1, "snoozes": 0, "scheduled_for_ms": None, "missed": 0,
         "cancelled": False, "queue": queue, "timeout_ms": None}
+
+
+# -- a cancel outlives the worker that was running the job ----------------------------
+
+
+def test_a_flagged_job_whose_lease_expires_ends_cancelled_not_back_to_pending(
+        jobs, redis_client, queue, ks):
+    claim = claimed(jobs, queue, lease_ms=1)
+    assert jobs.cancel(queue, claim.job_id) == "flagged"
+    reap_until(jobs, queue, keep_ms=120_000)  # its worker died before it saw the flag
+    row = jobs.get(queue, claim.job_id)
+    assert (row.state, row.attempts, row.token) == ("cancelled", 1, None)
+    assert in_any_set(redis_client, ks, claim.job_id) == set()
+    assert 110_000 < redis_client.pttl(ks.job(claim.job_id)) <= 120_000
+    assert jobs.claim(queue, "c2", 60_000) is None
+    assert stats_sum(redis_client, ks, "failed") == stats_sum(redis_client, ks, "done") == 0
+
+
+def test_a_flagged_job_past_max_stalls_ends_cancelled_not_dead(jobs, redis_client, queue, ks):
+    claim = claimed(jobs, queue, lease_ms=1)
+    jobs.cancel(queue, claim.job_id)
+    reap_until(jobs, queue, max_stalls=0)
+    assert jobs.get(queue, claim.job_id).state == "cancelled"
+    assert redis_client.zscore(ks.dead, claim.job_id) is None
+
+
+def test_a_flagged_job_handed_back_at_shutdown_ends_cancelled(jobs, redis_client, queue, ks):
+    claim = claimed(jobs, queue)
+    assert jobs.cancel(queue, claim.job_id) == "flagged"
+    jobs.release(queue, claim.job_id, claim.token, keep_ms=120_000)
+    row = jobs.get(queue, claim.job_id)
+    assert (row.state, row.token) == ("cancelled", None)
+    assert in_any_set(redis_client, ks, claim.job_id) == set()
+    assert 110_000 < redis_client.pttl(ks.job(claim.job_id)) <= 120_000
+    assert jobs.claim(queue, "c2", 60_000) is None
+
+
+def in_any_set(client, ks, job_id) -> set[str]:
+    return {name for name in ("pending", "schedule", "active", "dead")
+            if client.zscore(getattr(ks, name), job_id) is not None}

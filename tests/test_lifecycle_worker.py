@@ -452,3 +452,39 @@ def test_process_mode_replaces_the_process_running_an_overdue_job(conn, queue, r
     assert code == 0, out
     assert f"consumer process {victim} exited with 75; starting a new one" in out, out
     assert redis_client.get(f"{queue}:p:finished") is None
+
+
+# -- a cancel outlives the worker that was running the job ---------------------------------
+
+
+def test_a_flagged_job_handed_back_at_shutdown_ends_cancelled(conn, queue, redis_client,
+                                                             worker_procs):
+    handle = testjobs.hold_then_return.using(queue=queue).enqueue(queue, 30)
+    proc = start(worker_procs, queue, "--shutdown-grace-ms", "200")
+    wait_for(lambda: redis_client.llen(f"{queue}:runs") == 1)
+    assert Jobs(conn).cancel(queue, handle.job_id) == "flagged"
+    code, out = stop(proc)  # the handler never checks: the grace runs out
+    assert code == 0, out
+    row = row_of(conn, queue, handle.job_id)
+    assert (row.state, row.attempts) == ("cancelled", 1)
+    assert in_sets(redis_client, queue, handle.job_id) == set()
+
+
+@pytest.mark.slow
+def test_a_flagged_job_whose_worker_is_killed_ends_cancelled_and_never_runs_again(
+        conn, queue, redis_client, worker_procs):
+    handle = testjobs.hold_then_return.using(queue=queue).enqueue(queue, 30)
+    victim = start(worker_procs, queue, "--lease-ms", "500", "--concurrency", "1")
+    wait_for(lambda: redis_client.llen(f"{queue}:runs") == 1)
+    assert Jobs(conn).cancel(queue, handle.job_id) == "flagged"
+    victim.kill()
+    victim.communicate()
+    heir = start(worker_procs, queue, "--lease-ms", "500")
+    wait_for(lambda: state_of(conn, queue, handle.job_id) != "active", timeout=10)
+    after = testjobs.add.using(queue=queue).enqueue(1, 1)
+    assert after.result(timeout_s=15) == 2
+    assert stop(heir)[0] == 0
+    row = row_of(conn, queue, handle.job_id)
+    assert (row.state, row.stalls, row.attempts) == ("cancelled", 1, 1)
+    assert redis_client.llen(f"{queue}:runs") == 1
+    assert in_sets(redis_client, queue, handle.job_id) == set()

@@ -146,11 +146,15 @@ class Consumer:
         released = 0
         for claim in left:
             try:
-                self.jobs.release(claim.queue, claim.job_id, claim.token,
-                                  keep_ms=self.retention.result_ttl_ms)
+                state = self.jobs.release(claim.queue, claim.job_id, claim.token,
+                                          keep_ms=self.retention.result_ttl_ms)
                 released += 1
-                log.warning("job %s handed back to pending (shutdown before it finished)",
-                            claim.job_id)
+                if state == "cancelled":
+                    log.warning("job %s ended cancelled (a cancel was requested; shutdown "
+                                "before it finished)", claim.job_id)
+                else:
+                    log.warning("job %s handed back to pending (shutdown before it finished)",
+                                claim.job_id)
             except StaleTokenError:
                 pass  # It finished, or its lease was reaped, in the meantime.
         self._retire()

@@ -358,18 +358,19 @@ class Jobs:
                            [job_id, _check_str("token", token), lease_ms])
 
     def release(self, queue: str, job_id: str, token: str,
-                keep_ms: int = DEFAULT_KEEP_MS) -> None:
+                keep_ms: int = DEFAULT_KEEP_MS) -> str:
         """Hand the job held by ``token`` back to ``pending``, giving back its attempt.
 
-        Used by a worker that shuts down before the handler finished. A job
-        whose cancel was requested ends ``cancelled`` (kept ``keep_ms``)
-        instead of running again. Raises StaleTokenError when ``token`` no
-        longer holds the lease.
+        Used by a worker that shuts down before the handler finished. Returns
+        ``"pending"``, or ``"cancelled"`` when a cancel was requested (the job
+        ends cancelled, kept ``keep_ms``, instead of running again). Raises
+        StaleTokenError when ``token`` no longer holds the lease.
         """
         ks = Keyspace(queue)
         _check_int("keep_ms", keep_ms, 1)
-        scripts.run(self.conn, "release", [ks.job(job_id), ks.active, ks.pending, ks.wake],
-                    [job_id, _check_str("token", token), WAKE_CAP, keep_ms])
+        code = scripts.run(self.conn, "release", [ks.job(job_id), ks.active, ks.pending, ks.wake],
+                           [job_id, _check_str("token", token), WAKE_CAP, keep_ms])
+        return "cancelled" if int(code) == 2 else "pending"
 
     # -- control -----------------------------------------------------------
 

@@ -578,7 +578,7 @@ def test_reap_on_an_empty_queue_writes_nothing(jobs, redis_client, queue):
 
 def test_release_gives_back_the_attempt(jobs, redis_client, queue, ks):
     claim = _claimed(jobs, queue)
-    assert jobs.release(queue, claim.job_id, claim.token) is None
+    assert jobs.release(queue, claim.job_id, claim.token) == "pending"
     row = redis_client.hgetall(ks.job(claim.job_id))
     assert row["state"] == "pending"
     assert row["attempts"] == "0"

@@ -14,6 +14,8 @@ Fixtures:
   collide and never need a flush.
 - ``server_time_ms``: a function ``(client=None) -> int``, the server's TIME
   in milliseconds (``client`` defaults to ``redis_client``).
+- ``worker_procs``: a list for runechomq subprocesses; whatever is still
+  running at the end of the test is killed with its children.
 - ``start_valkey``: a factory ``(port=None, unixsocket=None) -> (url, Popen)``
   starting an extra throwaway server, stopped at the end of the test.
 
@@ -162,3 +164,16 @@ def start_valkey(tmp_path):
     yield start
     for proc in procs:
         stop_valkey_server(proc)
+
+
+@pytest.fixture
+def worker_procs():
+    """A list to append runechomq processes (tests.procs.runechomq) to; any
+    still running at the end of the test are killed with their children."""
+    from tests.procs import kill_all
+
+    procs = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            kill_all(proc)

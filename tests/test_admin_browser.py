@@ -17,7 +17,7 @@ import pytest
 
 from echomq_django import Jobs
 from echomq_django.keyspace import Keyspace
-from tests.test_worker import runechomq, stop, wait_for
+from tests.procs import runechomq, stop, wait_for
 from tests.testapp import jobs as testjobs
 
 CHROMIUM = "/usr/bin/chromium"
@@ -77,16 +77,6 @@ def browser_page(monkeypatch):
         finally:
             context.close()
             browser.close()
-
-
-@pytest.fixture
-def worker_procs():
-    procs = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 def test_schedule_appears_live_then_run_now_makes_it_done(

@@ -8,12 +8,8 @@ how fast a worker is.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -23,68 +19,18 @@ from echomq_django.decorators import JobHandle
 from echomq_django.jobs import Outcome
 from echomq_django import keyspace
 from echomq_django.keyspace import Keyspace
+from tests.procs import runechomq, state_of, stop, wait_for
 from tests.testapp import jobs as testjobs
 
-ROOT = Path(__file__).resolve().parent.parent
 DAY_MS = 86_400_000
 WEEK_MS = 7 * DAY_MS
 
 
-# -- helpers (as in test_worker.py) ---------------------------------------------
-
-
-def runechomq(queue, *args, **popen):
-    # In a session of its own, so kill_all() reaches the children a
-    # --processes supervisor forked even when the supervisor is gone (they
-    # hold its stdout open and communicate() would wait for them forever).
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
-    return subprocess.Popen(
-        [sys.executable, "-m", "django", "runechomq", queue, *args],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
-
-
-def kill_all(proc) -> str:
-    """SIGKILL ``proc`` and every process of its group; return its output."""
-    for sig in (signal.SIGCONT, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-    if proc.stdout.closed:  # its output was read already
-        proc.wait()
-        return ""
-    out, _ = proc.communicate()
-    return out
-
-
-def wait_for(predicate, timeout=15.0, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
-def stop(proc, sig=signal.SIGTERM, timeout=20):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("runechomq did not stop in time:\n" + kill_all(proc)) from None
-    return proc.returncode, out
+# -- helpers ------------------------------------------------------------------
 
 
 def row_of(conn, queue, job_id):
     return Jobs(conn).get(queue, job_id)
-
-
-def state_of(conn, queue, job_id):
-    row = row_of(conn, queue, job_id)
-    return row.state if row else None
 
 
 def stats_sum(client, queue, kind):
@@ -108,14 +54,6 @@ def announced_pids(client, queue):
             pids.add(int(fields["pid"]))
     return pids
 
-
-@pytest.fixture
-def worker_procs():
-    procs = []
-    yield procs
-    for proc in procs:
-        # Also when the supervisor has exited: its children may live on.
-        kill_all(proc)
 
 
 def start(worker_procs, queue, *args):

@@ -1,69 +1,19 @@
 """runechomq end to end: a real subprocess against the real test server."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from echomq_django import Jobs
 from echomq_django.keyspace import Keyspace
+from tests.procs import runechomq, state_of, stop, wait_for
 from tests.testapp import jobs as testjobs
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def runechomq(queue, *args, **popen):
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
-    return subprocess.Popen(
-        [sys.executable, "-m", "django", "runechomq", queue, *args],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, **popen)
-
-
-def wait_for(predicate, timeout=15.0, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout} s")
-
-
-def stop(proc, sig=signal.SIGTERM, timeout=20):
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        raise AssertionError("runechomq did not stop in time:\n" + out)
-    return proc.returncode, out
-
-
-def state_of(conn, queue, job_id):
-    row = Jobs(conn).get(queue, job_id)
-    return row.state if row else None
 
 
 def terminal(conn, queue, *job_ids):
     return all(state_of(conn, queue, j) in ("done", "dead") for j in job_ids)
-
-
-@pytest.fixture
-def worker_procs():
-    procs = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 def test_done_retried_and_dead_then_clean_sigterm(conn, queue, redis_client, worker_procs):

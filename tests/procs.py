@@ -1,0 +1,74 @@
+"""Helpers for tests that run ``runechomq`` as a real subprocess.
+
+``runechomq(queue, *args)`` starts ``python -m django runechomq`` with
+``tests.settings`` (which reads the test server's URL from the environment)
+in a session of its own, so :func:`kill_all` reaches the children a
+``--processes`` supervisor forked even when the supervisor is gone (they hold
+its stdout open, and ``communicate()`` would wait for them forever). The
+``worker_procs`` fixture in conftest.py kills whatever a test left running.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from echomq_django import Jobs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def runechomq(queue, *args, **popen):
+    """Start runechomq serving ``queue``; stdout and stderr are one text pipe."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", "runechomq", queue, *args],
+        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
+
+
+def kill_all(proc) -> str:
+    """SIGKILL ``proc`` and every process of its group; return its output."""
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+    if proc.stdout.closed:  # its output was read already
+        proc.wait()
+        return ""
+    out, _ = proc.communicate()
+    return out
+
+
+def stop(proc, sig=signal.SIGTERM, timeout=20):
+    """Send ``sig`` and wait; return ``(exit code, output)``. A process that
+    does not stop within ``timeout`` s is killed and the test fails."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("runechomq did not stop in time:\n" + kill_all(proc)) from None
+    return proc.returncode, out
+
+
+def wait_for(predicate, timeout=15.0, step=0.02):
+    """Poll ``predicate`` until it returns something true; return that."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def state_of(conn, queue, job_id):
+    """The job's state, or None when its row does not exist."""
+    row = Jobs(conn).get(queue, job_id)
+    return row.state if row else None

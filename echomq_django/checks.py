@@ -4,7 +4,8 @@ Usage: ``manage.py check`` runs them; ``manage.py check --tag echomq`` runs
 only these. Each problem :func:`echomq_django.conf.validate` finds becomes a
 ``django.core.checks.Error`` with its stable id (``echomq.E001`` ...
 ``echomq.E010``; the list is in :mod:`echomq_django.conf`), and
-``echomq.E011`` for an invalid recurring schedule (:func:`check_schedules`).
+``echomq.E011`` for an invalid recurring schedule and ``echomq.E013`` for one
+naming an unregistered job (:func:`check_schedules`).
 """
 
 from __future__ import annotations
@@ -53,4 +54,16 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     except (TypeError, ValueError) as err:
         return [Error(f"recurring schedule: {err}", obj="settings.ECHOMQ['SCHEDULES']",
                       id="echomq.E011")]
-    return []
+    from . import registry
+
+    errors = []
+    for name, spec in schedules.items():
+        path = spec.get("job")
+        if path is not None and registry.lookup(path) is None:
+            errors.append(Error(
+                f"SCHEDULES[{name!r}] names job {path!r}, which no @job registered: every "
+                "occurrence would go dead with reason 'unknown job'",
+                hint="Check the dotted path, and that its module is an installed app's jobs.py "
+                     "or is imported at start-up.",
+                obj=f"settings.ECHOMQ['SCHEDULES'][{name!r}]", id="echomq.E013"))
+    return errors

@@ -57,6 +57,11 @@ stable ids:
 - ``echomq.E008`` CONNECTION_KWARGS is not a dict.
 - ``echomq.E009`` SCHEDULES is not a dict.
 - ``echomq.E010`` EMBEDDED_DIR is not a path, or PRUNE_SCHEDULES is not a bool.
+- ``echomq.E011`` a recurring schedule is invalid (reported by
+  :func:`echomq_django.checks.check_schedules`).
+- ``echomq.E012`` BACKOFF is not a valid backoff policy.
+- ``echomq.E013`` a schedule in SCHEDULES names a job no ``@job`` registered
+  (reported by :func:`echomq_django.checks.check_schedules`).
 
 Signals emitted: none.
 """
@@ -292,6 +297,13 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
                 f"{type(raw['EMBEDDED_DIR']).__name__}",
             )
         )
+    if "BACKOFF" in raw:
+        from .backoff import validate as validate_backoff
+
+        try:
+            validate_backoff(_tupleize(raw["BACKOFF"]))
+        except ValueError as err:
+            problems.append(("echomq.E012", "BACKOFF", f"BACKOFF: {err}"))
     if "PRUNE_SCHEDULES" in raw and not isinstance(raw["PRUNE_SCHEDULES"], bool):
         problems.append(
             (

@@ -196,6 +196,15 @@ class Consumer:
                 self._slots[threading.get_ident()] = Slot(claim, self.lease_ms, time.monotonic())
             try:
                 self.run_claim(claim)
+            except Exception:  # noqa: BLE001 - a bug of ours (or a lost connection)
+                # must not kill the thread: the job ends dead with the reason,
+                # or, if even that fails, its lease expires and reap returns it.
+                log.exception("job %s: the worker failed around its handler", claim.job_id)
+                try:
+                    self._finish(claim, "?", time.monotonic(), "dead", reason="worker error",
+                                 error=traceback.format_exc())
+                except Exception:  # noqa: BLE001
+                    log.exception("job %s: could not record the failure", claim.job_id)
             finally:
                 with self._lock:
                     self._slots.pop(threading.get_ident(), None)

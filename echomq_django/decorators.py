@@ -50,6 +50,17 @@ def _ms(name: str, value: object) -> int:
     raise TypeError(f"{name} must be a timedelta or an int of ms, got {type(value).__name__}")
 
 
+def _optional_count(name: str, value: object) -> int | None:
+    """None, or an int >= 1: TypeError for another type, ValueError below 1."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value}")
+    return value
+
+
 def _run_at_ms(when: object) -> int:
     if isinstance(when, dt.datetime):
         if when.tzinfo is None or when.utcoffset() is None:
@@ -111,26 +122,18 @@ class JobFunction:
                  backoff: tuple | None, lease_ms: int | None, context: bool,
                  every: Any, cron: str | None, tz: str | None, missed: str,
                  timeout_ms: int | None = None) -> None:
-        if "<locals>" in fn.__qualname__ or fn.__module__ == "__main__":
+        if ("<locals>" in fn.__qualname__ or "<lambda>" in fn.__qualname__
+                or fn.__module__ == "__main__"):
             raise TypeError(
                 f"@job needs a module-level function importable by path, got {fn.__qualname__!r}"
             )
         self.fn = fn
         self.path = f"{fn.__module__}.{fn.__qualname__}"
         self.queue = validate_queue_name(queue)
-        if max_attempts is not None and (
-            not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1
-        ):
-            raise TypeError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
-        self.max_attempts = max_attempts
+        self.max_attempts = _optional_count("max_attempts", max_attempts)
         self.backoff = None if backoff is None else backoff_mod.validate(backoff)
-        if lease_ms is not None and (not isinstance(lease_ms, int) or lease_ms < 1):
-            raise TypeError(f"lease_ms must be an int >= 1, got {lease_ms!r}")
-        self.lease_ms = lease_ms
-        if timeout_ms is not None and (not isinstance(timeout_ms, int)
-                                       or isinstance(timeout_ms, bool) or timeout_ms < 1):
-            raise TypeError(f"timeout_ms must be an int >= 1, got {timeout_ms!r}")
-        self.timeout_ms = timeout_ms
+        self.lease_ms = _optional_count("lease_ms", lease_ms)
+        self.timeout_ms = _optional_count("timeout_ms", timeout_ms)
         self.context = bool(context)
         if every is not None and cron is not None:
             raise ValueError("@job takes every or cron, not both")
@@ -192,9 +195,10 @@ class JobFunction:
         return payload.encode(self.path, args, kwargs, get_config().max_payload_bytes)
 
     def _jobs(self) -> Jobs:
+        from .conf import get_config
         from .connection import get_connection
 
-        return Jobs(get_connection())
+        return Jobs(get_connection(), max_payload_bytes=get_config().max_payload_bytes)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run now. Returns a JobHandle (outcome ``"enqueued"``)."""

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import scripts
+from .exceptions import PayloadTooLargeError
 from . import keyspace
 from .keyspace import STATS_TTL_MS, Keyspace
 
@@ -26,6 +28,8 @@ DEFAULT_DEAD_MAX = 10_000
 DEFAULT_MAX_STALLS = 1
 #: Most wake markers kept on ``emq:{q}:wake``.
 WAKE_CAP = 100
+#: The default largest payload (bytes of UTF-8), as ECHOMQ["MAX_PAYLOAD_BYTES"].
+DEFAULT_MAX_PAYLOAD_BYTES = 524_288
 
 
 class Outcome(str, enum.Enum):
@@ -134,11 +138,30 @@ def _check_str(name: str, value: object) -> str:
     return value
 
 
-def _check_payload(payload: object) -> str:
+_JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def _check_job_id(job_id: object) -> str:
+    """A job id is 1-200 characters of [A-Za-z0-9._-]; the JOB gate is the script's."""
+    if not isinstance(job_id, str):
+        raise TypeError(f"job_id must be a str, got {type(job_id).__name__}")
+    if not _JOB_ID.fullmatch(job_id):
+        raise ValueError(f"job_id must be 1-200 characters of [A-Za-z0-9._-], got {job_id!r}")
+    return job_id
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"JSON has no {name}")
+
+
+def _check_payload(payload: object, max_bytes: int) -> str:
     if not isinstance(payload, str):
         raise TypeError(f"payload must be JSON text (str), got {type(payload).__name__}")
+    size = len(payload.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise PayloadTooLargeError(f"payload is {size} bytes; the limit is {max_bytes}")
     try:
-        json.loads(payload)
+        json.loads(payload, parse_constant=_no_constant)
     except ValueError as err:
         raise ValueError(f"payload must be valid JSON text: {err}") from None
     return payload
@@ -148,11 +171,13 @@ class Jobs:
     """The EchoMQ job protocol on one connection. Thread-safe as redis-py is.
 
     Every method validates its arguments first (ValueError or TypeError naming
-    the argument, nothing written) and runs one atomic script.
+    the argument, nothing written) and runs one atomic script. Payloads larger
+    than ``max_payload_bytes`` raise PayloadTooLargeError (a ValueError).
     """
 
-    def __init__(self, conn) -> None:
+    def __init__(self, conn, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
         self.conn = conn
+        self.max_payload_bytes = _check_int("max_payload_bytes", max_payload_bytes, 1)
 
     # -- admission -------------------------------------------------------
 
@@ -161,11 +186,13 @@ class Jobs:
 
         Returns ``"enqueued"``, or ``"duplicate"`` when the row exists (nothing
         changes). Raises KindError for a non-JOB id; ValueError for a bad queue
-        name or payload that is not JSON; TypeError for non-str arguments.
+        name, a job id that is not 1-200 characters of ``[A-Za-z0-9._-]``, or a
+        payload that is not JSON (NaN and Infinity included);
+        PayloadTooLargeError over the size limit; TypeError for non-str arguments.
         """
         ks = Keyspace(queue)
-        _check_str("job_id", job_id)
-        _check_payload(payload)
+        _check_job_id(job_id)
+        _check_payload(payload, self.max_payload_bytes)
         done = scripts.run(self.conn, "enqueue", [ks.job(job_id), ks.pending, ks.wake],
                            [job_id, payload, WAKE_CAP])
         return Outcome.ENQUEUED if done == 1 else Outcome.DUPLICATE
@@ -192,8 +219,8 @@ class Jobs:
 
     def _schedule(self, queue, job_id, payload, mode, value) -> Outcome:
         ks = Keyspace(queue)
-        _check_str("job_id", job_id)
-        _check_payload(payload)
+        _check_job_id(job_id)
+        _check_payload(payload, self.max_payload_bytes)
         done = scripts.run(self.conn, "schedule", [ks.job(job_id), ks.schedule, ks.beat],
                            [job_id, payload, mode, value])
         return Outcome.SCHEDULED if done == 1 else Outcome.DUPLICATE

@@ -56,3 +56,23 @@ def test_checks_are_registered_under_the_echomq_tag():
     from django.core.checks import registry
 
     assert "echomq" in registry.registry.tags_available()
+
+
+@pytest.mark.parametrize("backoff", [("linear", 1), "exponential", ("exponential", -1, 0),
+                                     ["jitter", ["fixed", -5]]])
+def test_a_bad_backoff_policy_fails_the_check(backoff):
+    from django.core.checks import run_checks
+    from django.test import override_settings
+
+    with override_settings(ECHOMQ={"URL": "redis://127.0.0.1:6379/0", "BACKOFF": backoff}):
+        errors = [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E012"]
+    assert len(errors) == 1 and "BACKOFF" in errors[0].msg
+
+
+def test_a_good_backoff_list_passes_the_check():
+    from django.core.checks import run_checks
+    from django.test import override_settings
+
+    with override_settings(ECHOMQ={"URL": "redis://127.0.0.1:6379/0",
+                                   "BACKOFF": ["jitter", ["exponential", 100, 1000]]}):
+        assert [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E012"] == []

@@ -27,18 +27,26 @@ def test_calling_runs_inline():
     assert testjobs.add(2, 3) == 5
 
 
-def test_local_functions_are_refused():
+def test_local_functions_and_lambdas_are_refused():
     with pytest.raises(TypeError, match="module-level"):
         @job
         def local():
             pass
+    with pytest.raises(TypeError, match="module-level"):
+        job(testjobs.lambda_for_tests)
 
 
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="queue name"):
         job(queue="no spaces")(testjobs.add.fn)
-    with pytest.raises(TypeError, match="max_attempts"):
+    with pytest.raises(ValueError, match="max_attempts must be an int >= 1, got 0"):
         job(max_attempts=0)(testjobs.add.fn)
+    with pytest.raises(TypeError, match="max_attempts must be an int >= 1, got str"):
+        job(max_attempts="3")(testjobs.add.fn)
+    with pytest.raises(ValueError, match="lease_ms"):
+        job(lease_ms=-1)(testjobs.add.fn)
+    with pytest.raises(ValueError, match="timeout_ms"):
+        job(timeout_ms=0)(testjobs.add.fn)
     with pytest.raises(ValueError, match="backoff"):
         job(backoff=("linear", 5))(testjobs.add.fn)
     with pytest.raises(ValueError, match="not both"):

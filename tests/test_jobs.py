@@ -98,9 +98,9 @@ def test_bad_payload_is_refused_before_anything_is_written(jobs, redis_client, q
     assert snapshot(redis_client, queue) == {}
 
 
-@pytest.mark.parametrize("job_id", ["", None, 5, b"JOB"])
+@pytest.mark.parametrize("job_id", [None, 5, b"JOB"])
 def test_bad_job_id_type_is_refused(jobs, redis_client, queue, job_id):
-    with pytest.raises(TypeError, match="job_id must be a non-empty str"):
+    with pytest.raises(TypeError, match="job_id must be a str"):
         jobs.enqueue(queue, job_id, "{}")
     assert snapshot(redis_client, queue) == {}
 
@@ -729,3 +729,42 @@ def test_extend_with_a_stale_token_changes_nothing(jobs, redis_client, queue):
     with pytest.raises(StaleTokenError):
         jobs.extend(queue, claim.job_id, str(int(claim.token) + 1), 90_000)
     assert snapshot(redis_client, queue) == before
+
+
+@pytest.mark.parametrize("job_id, exc, words", [
+    ("JOB a:b", ValueError, "job_id must be 1-200 characters"),
+    ("JOB" + "x" * 198, ValueError, "job_id must be 1-200 characters"),
+    ("", ValueError, "job_id must be 1-200 characters"),
+    (b"JOB1", TypeError, "job_id must be a str"),
+])
+def test_malformed_job_ids_are_refused_and_write_nothing(jobs, redis_client, queue, job_id, exc,
+                                                         words):
+    for call in (lambda: jobs.enqueue(queue, job_id, "{}"),
+                 lambda: jobs.enqueue_in(queue, job_id, "{}", 10)):
+        with pytest.raises(exc, match=words):
+            call()
+    assert list(redis_client.scan_iter(match=f"emq:{{{queue}}}:*")) == []
+
+
+def test_kind_error_names_the_id(jobs, queue):
+    with pytest.raises(KindError, match="got USR123"):
+        jobs.enqueue(queue, "USR123", "{}")
+
+
+@pytest.mark.parametrize("payload", ['{"a": NaN}', '[Infinity]', '-Infinity'])
+def test_payload_json_constants_are_refused(jobs, redis_client, queue, payload):
+    with pytest.raises(ValueError, match="JSON has no"):
+        jobs.enqueue(queue, BrandedId.generate(), payload)
+    assert list(redis_client.scan_iter(match=f"emq:{{{queue}}}:*")) == []
+
+
+def test_payload_size_limit_on_the_protocol_surface(conn, redis_client, queue):
+    from echomq_django import PayloadTooLargeError
+
+    small = Jobs(conn, max_payload_bytes=100)
+    with pytest.raises(PayloadTooLargeError, match="101 bytes; the limit is 100"):
+        small.enqueue(queue, BrandedId.generate(), '"' + "x" * 99 + '"')
+    assert small.enqueue(queue, BrandedId.generate(), '"' + "x" * 98 + '"') == "enqueued"
+    with pytest.raises(PayloadTooLargeError):
+        Jobs(conn).enqueue(queue, BrandedId.generate(), '"' + "x" * 524_288 + '"')
+    assert len(redis_client.zrange(Keyspace(queue).pending, 0, -1)) == 1

@@ -92,3 +92,10 @@ def test_the_example_project_runs_end_to_end(valkey_url):
     assert "all 9 jobs reached their expected final state" in out.stdout
     assert "standings_digest (daily cron, run now)" in out.stdout
     assert "runechomq stopped on SIGTERM with exit code 0" in out.stdout
+
+
+def test_a_schedule_naming_an_unregistered_job_fails_the_check(valkey_url):
+    with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {
+            "typo": {"job": "nope.jobs.x", "every_ms": 1000}}}):
+        errors = [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E013"]
+    assert len(errors) == 1 and "'nope.jobs.x'" in errors[0].msg

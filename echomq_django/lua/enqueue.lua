@@ -10,7 +10,7 @@
 -- @include now
 -- @include signal
 if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
-  return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+  return redis.error_reply('EMQKIND job id must be JOB-namespaced, got ' .. ARGV[1])
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0

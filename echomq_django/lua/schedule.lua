@@ -13,7 +13,7 @@
 -- @include signal
 -- @include lease
 if string.sub(ARGV[1], 1, 3) ~= 'JOB' then
-  return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+  return redis.error_reply('EMQKIND job id must be JOB-namespaced, got ' .. ARGV[1])
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0

@@ -18,6 +18,13 @@ def positive(value: str) -> int:
     return number
 
 
+def non_negative(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
 class Command(BaseCommand):
     help = ("Run EchoMQ consumers and the metronome (promote, reap, recurrences) for the "
             "given queues (default: ECHOMQ['QUEUES']). Stop with SIGTERM or Ctrl-C.")
@@ -34,7 +41,7 @@ class Command(BaseCommand):
                             help="exit after this many jobs (per consumer process)")
         parser.add_argument("--lease-ms", type=positive, default=None,
                             help="lease taken at claim (default ECHOMQ['LEASE_MS'])")
-        parser.add_argument("--shutdown-grace-ms", type=int, default=None,
+        parser.add_argument("--shutdown-grace-ms", type=non_negative, default=None,
                             help="on SIGTERM, how long running handlers may finish before their "
                                  "jobs are handed back to pending (default ECHOMQ['SHUTDOWN_GRACE_MS'])")
         role = parser.add_mutually_exclusive_group()

@@ -1,23 +1,26 @@
 """``./manage.py workshop``: run the seeds' workshop scenario end to end.
 
-Enqueues a round-start reminder for an absolute instant, notices that deliver
-at once, one that fails transiently three times before it gets through, one
-deferred with ``enqueue_in``, one to a chat that blocked the bot (discarded at
-once) and one whose API stays down (dead after six attempts); starts
-``runechomq`` in a child process; waits until every job has reached its final
-state; stops the worker with SIGTERM; prints what happened to each job.
+Starts ``runechomq`` in a child process and waits until it is up (it has
+registered the daily digest and announced its consumers); enqueues a
+round-start reminder for an absolute instant, notices that deliver at once,
+one that fails transiently three times before it gets through, one deferred
+with ``enqueue_in``, one to a chat that blocked the bot (discarded at once),
+one whose API stays down (dead after six attempts) and one occurrence of the
+daily digest; waits until every job has reached its final state; stops the
+worker with SIGTERM; prints what happened to each job.
 """
 
 import datetime as dt
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from echomq_django import BrandedId, JobHandle, Jobs, Outcome, get_connection
+from echomq_django import BrandedId, JobHandle, Jobs, Outcome, get_connection, keyspace
 from echomq_django.repeat import Repeat
 from example_project.notifications import jobs as workshop
 
@@ -42,47 +45,61 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=50.0,
                             help="seconds to wait for every job to finish (default 50)")
 
-    def _fire_digest(self, conn, plan, deadline, worker):
-        """runechomq registers the daily digest at boot (its @job declares the
-        cron); once it has, run one occurrence now so the table shows it."""
+    def _wait_ready(self, conn, worker, deadline):
+        """Wait until runechomq has synced the declared schedules (the daily
+        digest is registered) and its consumers have announced themselves, so
+        the table measures the queue, not the worker's start-up."""
         repeat, name = Repeat(conn), workshop.standings_digest.path
-        while repeat.get(workshop.QUEUE, name) is None:
+        announcement = keyspace.worker(f"{socket.gethostname()}:{worker.pid}")
+        while repeat.get(workshop.QUEUE, name) is None or not conn.exists(announcement):
             if time.monotonic() > deadline or worker.poll() is not None:
-                raise CommandError("runechomq did not register the daily digest")
-            time.sleep(0.1)
-        job_id = repeat.run_now(workshop.QUEUE, name)
-        plan.append((JobHandle(workshop.QUEUE, job_id, Outcome.ENQUEUED),
-                     "standings_digest (daily cron, run now)", server_now_ms(conn), "done"))
+                raise CommandError("runechomq did not come up")
+            time.sleep(0.05)
+
+    def _enqueue_scenario(self, conn) -> list:
+        """Enqueue the scenario; returns [(handle, label, due ms, expected state)].
+        A job enqueued now is due at the server time read just before it."""
+        run = BrandedId.generate("RND")[-6:].lower()  # keeps re-runs apart
+        plan = []
+
+        def add(label, expected, make, delay_ms=0):
+            due = server_now_ms(conn) + delay_ms
+            plan.append((make(due), label, due, expected))
+
+        add("round_start_reminder (enqueue_at +2 s)", "done",
+            lambda due: workshop.round_start_reminder.enqueue_at(due, f"RMM-{run}", f"RND-{run}"),
+            delay_ms=2_000)
+        for i in range(3):
+            add(f"deliver to chat-{i}", "done",
+                lambda due: workshop.deliver.enqueue(f"chat-{run}-{i}", "Your turn!"))
+        add("deliver, 3 transient 429s", "done",
+            lambda due: workshop.deliver.enqueue(f"flaky-{run}", "Standings", fail_first=3))
+        add("deliver (enqueue_in 1.5 s)", "done",
+            lambda due: workshop.deliver.enqueue_in(1_500, f"later-{run}", "Round over"),
+            delay_ms=1_500)
+        add("deliver, bot blocked (403: Discard)", "dead",
+            lambda due: workshop.deliver.enqueue(f"blocked-{run}", "Hello?"))
+        add("deliver, API down (503 every time)", "dead",
+            lambda due: workshop.deliver.enqueue(f"down-{run}", "Anyone?"))
+        # The daily digest was registered by runechomq at boot (its @job
+        # declares the cron); run one occurrence now so the table shows it.
+        add("standings_digest (daily cron, run now)", "done",
+            lambda due: JobHandle(workshop.QUEUE, Repeat(conn).run_now(
+                workshop.QUEUE, workshop.standings_digest.path), Outcome.ENQUEUED))
+        return plan
 
     def handle(self, *args, **options):
         conn = get_connection()
-        run = BrandedId.generate("RND")[-6:].lower()  # keeps re-runs apart
-        now = server_now_ms(conn)
-        plan = []  # (handle, label, due_ms, expected state)
-
-        reminder_at = now + 2_000
-        plan.append((workshop.round_start_reminder.enqueue_at(reminder_at, f"RMM-{run}", f"RND-{run}"),
-                     "round_start_reminder (enqueue_at +2 s)", reminder_at, "done"))
-        for i in range(3):
-            plan.append((workshop.deliver.enqueue(f"chat-{run}-{i}", "Your turn!"),
-                         f"deliver to chat-{i}", now, "done"))
-        plan.append((workshop.deliver.enqueue(f"flaky-{run}", "Standings", fail_first=3),
-                     "deliver, 3 transient 429s", now, "done"))
-        plan.append((workshop.deliver.enqueue_in(1_500, f"later-{run}", "Round over"),
-                     "deliver (enqueue_in 1.5 s)", now + 1_500, "done"))
-        plan.append((workshop.deliver.enqueue(f"blocked-{run}", "Hello?"),
-                     "deliver, bot blocked (403: Discard)", now, "dead"))
-        plan.append((workshop.deliver.enqueue(f"down-{run}", "Anyone?"),
-                     "deliver, API down (503 every time)", now, "dead"))
-        self.stdout.write(f"enqueued {len(plan)} jobs on queue {workshop.QUEUE}; starting runechomq\n")
-
+        deadline = time.monotonic() + options["timeout"]
+        self.stdout.write(f"starting runechomq for queue {workshop.QUEUE}\n")
         worker = subprocess.Popen(
             [sys.executable, "manage.py", "runechomq", workshop.QUEUE, "--concurrency", "4"],
             env=dict(os.environ), stdin=subprocess.DEVNULL)
         jobs = Jobs(conn)
         try:
-            deadline = time.monotonic() + options["timeout"]
-            self._fire_digest(conn, plan, deadline, worker)
+            self._wait_ready(conn, worker, deadline)
+            plan = self._enqueue_scenario(conn)
+            self.stdout.write(f"enqueued {len(plan)} jobs on queue {workshop.QUEUE}\n")
             rows = {}
             while time.monotonic() < deadline:
                 rows = {h.job_id: jobs.get(h.queue, h.job_id) for h, *_ in plan}

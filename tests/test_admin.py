@@ -12,6 +12,8 @@ import json
 import re
 
 import pytest
+
+from tests import state
 from django.contrib.auth.models import Permission
 from django.test import Client, override_settings
 
@@ -77,21 +79,7 @@ def configured(valkey_url, queue):
         yield queue
 
 
-def snapshot(client, queue):
-    """Every key of ``queue`` with its full content (test-only SCAN)."""
-    state = {}
-    for key in client.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
-        kind = client.type(key)
-        if kind == "hash":
-            value = client.hgetall(key)
-        elif kind == "zset":
-            value = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "list":
-            value = client.lrange(key, 0, -1)
-        else:
-            value = client.get(key)
-        state[key] = (kind, value, client.pttl(key) > 0)
-    return state
+
 
 
 def seed(conn, queue):
@@ -698,3 +686,7 @@ def test_rows_are_cut_short_and_missing_rows_are_marked(conn, queue, redis_clien
     text_rows = scripts.run(conn, "admin_rows", [Keyspace(queue).pending],
                             [Keyspace(queue).base, 10, json.dumps([big]), '["payload","nope"]'])
     assert text_rows == [['{"job": "a', None, "a.b.c"]]
+
+
+def snapshot(client, queue):
+    return state.snapshot(client, state.queue_pattern(queue), with_ttl=True)

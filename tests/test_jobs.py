@@ -5,29 +5,15 @@ import random
 import time
 
 import pytest
-import redis
 
 from echomq_django.exceptions import KindError, StaleTokenError
 from echomq_django.ids import BrandedId
 from echomq_django.jobs import MAX_MS, WAKE_CAP, Claim, JobRow, Jobs, Outcome
 from echomq_django.keyspace import Keyspace
+from tests import state
 
 
-def snapshot(client: redis.Redis, queue: str) -> dict:
-    """Every key of ``queue`` with its type and full content (rows, sets, lists)."""
-    state = {}
-    for key in client.scan_iter(match=f"emq:{{{queue}}}:*", count=1000):
-        kind = client.type(key)
-        if kind == "hash":
-            value = client.hgetall(key)
-        elif kind == "zset":
-            value = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "list":
-            value = client.lrange(key, 0, -1)
-        else:
-            value = client.get(key)
-        state[key] = (kind, value)
-    return state
+
 
 
 @pytest.fixture
@@ -768,3 +754,7 @@ def test_payload_size_limit_on_the_protocol_surface(conn, redis_client, queue):
     with pytest.raises(PayloadTooLargeError):
         Jobs(conn).enqueue(queue, BrandedId.generate(), '"' + "x" * 524_288 + '"')
     assert len(redis_client.zrange(Keyspace(queue).pending, 0, -1)) == 1
+
+
+def snapshot(client, queue: str) -> dict:
+    return state.snapshot(client, state.queue_pattern(queue))

@@ -11,6 +11,7 @@ from echomq_django import exceptions, scripts
 from echomq_django.ids import BrandedId
 from echomq_django.jobs import WAKE_CAP, Jobs
 from echomq_django.keyspace import Keyspace
+from tests.state import queue_pattern, snapshot
 
 #: The protocol's scripts; others may be added, these may not go missing.
 PROTOCOL_SCRIPTS = ["ack", "claim", "dead", "enqueue", "horizon", "promote", "reap", "release",
@@ -21,22 +22,7 @@ KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "token", "wake"
               "workers", "worker", "queues"}
 
 
-def _snapshot(client: redis.Redis, *patterns: str) -> dict:
-    """Every key matching ``patterns`` with its type and full content."""
-    state = {}
-    for pattern in patterns:
-        for key in client.scan_iter(match=pattern, count=1000):
-            kind = client.type(key)
-            if kind == "hash":
-                value = client.hgetall(key)
-            elif kind == "zset":
-                value = client.zrange(key, 0, -1, withscores=True)
-            elif kind == "list":
-                value = client.lrange(key, 0, -1)
-            else:
-                value = client.get(key)
-            state[key] = (kind, value)
-    return state
+
 
 
 def keys_for(name: str, ks: Keyspace, job_id: str | None = None) -> list[str]:
@@ -45,8 +31,7 @@ def keys_for(name: str, ks: Keyspace, job_id: str | None = None) -> list[str]:
             for label in scripts.source(name).keys]
 
 
-def _queue_pattern(queue: str) -> str:
-    return f"emq:{{{queue}}}:*"
+
 
 
 # -- headers -------------------------------------------------------------
@@ -123,7 +108,7 @@ def test_key_or_arg_count_mismatch_raises_type_error_and_writes_nothing(
     args = [job_id, "{}", WAKE_CAP, "extra"][: 3 + args_delta]
     with pytest.raises(TypeError, match=r"enqueue\.lua takes KEYS \['job', 'pending', 'wake'\]"):
         scripts.run(conn, "enqueue", keys, args)
-    assert _snapshot(redis_client, _queue_pattern(queue)) == {}
+    assert snapshot(redis_client, queue_pattern(queue)) == {}
 
 
 def test_run_returns_str_not_bytes(conn, queue):
@@ -343,14 +328,14 @@ def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
     cases, ids = _base_cases(jobs, queue)
     time.sleep(0.01)  # let the 1 ms lease lapse, so a right-base reap has work
     keys, build_args = cases[name]
-    before = _snapshot(redis_client, _queue_pattern(queue))
+    before = snapshot(redis_client, queue_pattern(queue))
     for base in _wrong_bases(queue):
         with pytest.raises(ValueError, match="base root") as info:
             scripts.run(conn, name, keys, build_args(base))
         assert not isinstance(info.value, exceptions.KindError)
-        assert _snapshot(redis_client, _queue_pattern(queue)) == before, base
+        assert snapshot(redis_client, queue_pattern(queue)) == before, base
         for job_id in ids:
             assert redis_client.exists(base + "job:" + job_id) == 0
     # The right base does work, so the refusal above was about the base alone.
     scripts.run(conn, name, keys, build_args(Keyspace(queue).base))
-    assert _snapshot(redis_client, _queue_pattern(queue)) != before
+    assert snapshot(redis_client, queue_pattern(queue)) != before

@@ -77,6 +77,7 @@ class Metronome:
             waker.set()
 
     def join(self, timeout: float | None = None) -> None:
+        """Wait up to ``timeout`` s per thread for the beat threads to end."""
         for thread in self._threads:
             thread.join(timeout)
 

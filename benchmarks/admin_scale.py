@@ -152,7 +152,7 @@ def __getattr__(name):  # ROOT_URLCONF = this module; built after django.setup()
 
 
 def seed(client, schedule: int, pending: int) -> dict[str, float]:
-    from echomq_django.keyspace import Keyspace
+    from echomq_django.protocol.keyspace import Keyspace
     from echomq_django.repeat import Repeat
 
     ks = Keyspace(QUEUE)

@@ -1,12 +1,19 @@
 """EchoMQ for Django: delayed, recurring and retried jobs on Redis/Valkey sorted sets.
 
 The public API; everything else is internal. See README.md and docs/protocol.md.
+The package, by concern: ``api/`` (what a developer declares and sends),
+``protocol/`` (keys, Lua scripts, the ``Jobs`` surface), ``repeat/``
+(recurring schedules), ``runtime/`` (what runechomq runs), ``admin/``,
+``connection/`` and ``integrations/``; ``rules.py`` holds every argument rule.
 """
 
-from .backoff import Backoff
+from .api.backoff import Backoff
+from .api.context import JobContext
+from .api.decorator import job
+from .api.function import JobFunction
+from .api.handle import JobHandle
+from .api.outcomes import Discard, Retry, Snooze
 from .connection import get_connection
-from .context import JobContext
-from .decorators import JobFunction, JobHandle, job
 from .exceptions import (
     EchoMQError,
     JobFailedError,
@@ -15,9 +22,11 @@ from .exceptions import (
     PayloadTooLargeError,
     StaleTokenError,
 )
-from .ids import BrandedId
-from .jobs import Claim, JobRow, Jobs, Outcome
-from .outcomes import Discard, Retry, Snooze
+from .protocol.ids import BrandedId
+from .protocol.jobs import Jobs
+from .protocol.queues import Queues
+from .protocol.records import Claim, JobRow, Outcome
+from .repeat.registry import Repeat
 
 __all__ = [
     "Backoff",
@@ -35,6 +44,8 @@ __all__ = [
     "Outcome",
     "PayloadError",
     "PayloadTooLargeError",
+    "Queues",
+    "Repeat",
     "Retry",
     "Snooze",
     "StaleTokenError",

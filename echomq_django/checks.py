@@ -40,22 +40,20 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """``echomq.E011``: a recurring schedule declared with ``@job(every=/cron=)``
     or in ``ECHOMQ["SCHEDULES"]`` is invalid (bad cron, unknown zone, ...).
     Runs the same validation as runechomq's boot-time sync; writes nothing."""
+    from .api import registry
     from .conf import get_config
     from .exceptions import ConfigurationError
-    from .registry import declared_schedules
-    from .repeat import plan
+    from .repeat.sync import declared_schedules, plan
 
     try:
         schedules = get_config().schedules
     except ConfigurationError:
         return []  # Reported by check_settings.
     try:
-        plan(declared_schedules(schedules))
+        plan(declared_schedules(registry.schedules(), schedules))
     except (TypeError, ValueError) as err:
         return [Error(f"recurring schedule: {err}", obj="settings.ECHOMQ['SCHEDULES']",
                       id="echomq.E011")]
-    from . import registry
-
     errors = []
     for name, spec in schedules.items():
         path = spec.get("job")

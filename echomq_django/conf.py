@@ -15,7 +15,7 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
 ``URL`` ["embedded" when neither URL nor CACHE is set]
     ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS),
     ``unix:///path.sock?db=N``, or the literal ``"embedded"`` (a Valkey server
-    this package starts for development; see :mod:`echomq_django.embedded`).
+    this package starts for development; see :mod:`echomq_django.connection.embedded`).
 ``CACHE`` [None]
     Alias of a ``django_redis`` cache in ``settings.CACHES`` whose connection
     pool is shared. Exactly one of URL and CACHE may be set.
@@ -25,7 +25,7 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
     Queue names, each 1-100 characters of ``[A-Za-z0-9._-]``.
 ``LEASE_MS`` [30000, > 0]; ``MAX_ATTEMPTS`` [3, >= 1];
 ``BACKOFF`` [("jitter", ("exponential", 1000, 300000))]
-    A backoff policy tuple, validated by :mod:`echomq_django.backoff`; lists
+    A backoff policy tuple, validated by :func:`echomq_django.rules.check_backoff`; lists
     are converted to tuples here.
 ``MAX_PAYLOAD_BYTES`` [524288, > 0]; ``RESULT_TTL_MS`` [86400000, > 0];
 ``DEAD_TTL_MS`` [604800000, > 0]; ``DEAD_MAX`` [10000, > 0];
@@ -71,7 +71,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import re
 import threading
 from typing import Any
 
@@ -79,10 +78,9 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .exceptions import ConfigurationError
+from .rules import check_backoff, check_queue_name, is_int
 
-__all__ = ["Config", "get_config", "validate", "validate_queue_name"]
-
-_QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
+__all__ = ["Config", "get_config", "validate"]
 
 DEFAULT_BACKOFF = ("jitter", ("exponential", 1000, 300000))
 
@@ -141,24 +139,6 @@ class Config:
     embedded_dir: str = ""
     schedules: dict = dataclasses.field(default_factory=dict)
     prune_schedules: bool = False
-
-
-def validate_queue_name(name: Any) -> str:
-    """Return ``name`` if it is a valid queue name, else raise ValueError.
-
-    A queue name is a str of 1-100 characters from ``[A-Za-z0-9._-]``; it is
-    embedded in key names (``emq:{name}:...``), so braces, colons and spaces
-    are refused.
-    """
-    if not isinstance(name, str) or not _QUEUE_NAME_RE.fullmatch(name):
-        raise ValueError(
-            f"queue name must be 1-100 characters of [A-Za-z0-9._-], got {name!r}"
-        )
-    return name
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_url(url: Any) -> str | None:
@@ -244,7 +224,7 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
         if key not in raw:
             continue
         value = raw[key]
-        if not _is_int(value) or value < low or (high is not None and value > high):
+        if not is_int(value) or value < low or (high is not None and value > high):
             problems.append(
                 ("echomq.E006", key, f"{key} must be {rule}, got {value!r}")
             )
@@ -262,7 +242,7 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
         else:
             for name in _unique(queues):
                 try:
-                    validate_queue_name(name)
+                    check_queue_name(name)
                 except ValueError as exc:
                     problems.append(("echomq.E007", "QUEUES", f"QUEUES: {exc}"))
             dupes = sorted({q for q in queues if isinstance(q, str) and queues.count(q) > 1})
@@ -298,10 +278,8 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
             )
         )
     if "BACKOFF" in raw:
-        from .backoff import validate as validate_backoff
-
         try:
-            validate_backoff(_tupleize(raw["BACKOFF"]))
+            check_backoff(_tupleize(raw["BACKOFF"]))
         except ValueError as err:
             problems.append(("echomq.E012", "BACKOFF", f"BACKOFF: {err}"))
     if "PRUNE_SCHEDULES" in raw and not isinstance(raw["PRUNE_SCHEDULES"], bool):

@@ -1,7 +1,7 @@
 """The exceptions echomq-django raises: one root, one class per failure.
 
 Scripts report failure with a code at the start of their error reply
-(``EMQKIND ...``); :mod:`echomq_django.scripts` maps each code to one of the
+(``EMQKIND ...``); :mod:`echomq_django.protocol.scripts` maps each code to one of the
 classes below, in one place. See ``docs/protocol.md`` ("Error codes").
 """
 

@@ -17,11 +17,15 @@ from tests import state
 from django.contrib.auth.models import Permission
 from django.test import Client, override_settings
 
-from echomq_django import dashboard, scripts
-from echomq_django.actions import BATCH, Actions
-from echomq_django.ids import BrandedId
-from echomq_django.jobs import WAKE_CAP, Jobs
-from echomq_django.keyspace import Keyspace
+from echomq_django.admin import reads as dashboard
+from echomq_django.protocol import scripts
+from echomq_django.admin.actions import BATCH, Actions
+from echomq_django.protocol.ids import BrandedId
+from echomq_django import Jobs
+from echomq_django.protocol.keyspace import WAKE_CAP
+from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.protocol.presence import Presence
+from echomq_django import Queues
 from echomq_django.repeat import Repeat
 
 pytestmark = pytest.mark.django_db
@@ -361,15 +365,15 @@ def test_bulk_scripts_leave_letters_newer_than_the_cutoff(conn, queue, redis_cli
     now = server_time_ms()
     _dead_letters(redis_client, queue, 3, now - 10_000)
     newer = _dead_letters(redis_client, queue, 2, now + 60_000)
-    moved, taken, cutoff = scripts.run(conn, "admin_retry_all_dead",
+    moved, taken, cutoff = scripts.run(conn, "admin/retry_all_dead",
                                        [ks.dead, ks.pending, ks.wake],
                                        [ks.base, 1000, "", WAKE_CAP])
     assert (moved, taken) == (3, 3) and now <= int(cutoff) < now + 60_000
     assert sorted(redis_client.zrange(ks.dead, 0, -1)) == sorted(newer)
-    removed, _ = scripts.run(conn, "admin_purge_dead", [ks.dead], [ks.base, 1000, cutoff])
+    removed, _ = scripts.run(conn, "admin/purge_dead", [ks.dead], [ks.base, 1000, cutoff])
     assert removed == 0
     with pytest.raises(ValueError, match="batch must be in 1..1000"):
-        scripts.run(conn, "admin_purge_dead", [ks.dead], [ks.base, 1001, ""])
+        scripts.run(conn, "admin/purge_dead", [ks.dead], [ks.base, 1001, ""])
 
 
 def test_purge_dead_removes_letters_and_rows(changer, queue, redis_client, server_time_ms):
@@ -430,19 +434,19 @@ def test_overview_shows_counts_paused_charts_histogram_and_live_processes(
     jobs = Jobs(conn)
     for delay in (1_000, 2_000, 400_000, 7_200_000):
         jobs.enqueue_in(queue, BrandedId.generate(), payload(0, 0), delay)
-    jobs.pause(queue)
+    Queues(conn).pause(queue)
     minute = server_time_ms() // 60_000
     redis_client.set(ks.stats("done", minute - 3), 7)
     redis_client.set(ks.stats("failed", minute - 3), 2)
     redis_client.set(ks.stats("done", minute - 61), 1000)  # outside the hour
-    jobs.announce("box:4242", {"host": "box", "pid": 4242, "queues": f"{queue},other-q",
+    Presence(conn).announce("box:4242", {"host": "box", "pid": 4242, "queues": f"{queue},other-q",
                                "concurrency": 8, "busy": 3,
                                "started_at_ms": server_time_ms() - 90_000},
                   [queue, "other-q"], 10_000)
     try:
         response = viewer.get(ADMIN)
     finally:
-        jobs.retire("box:4242")
+        Presence(conn).retire("box:4242")
     text = response.content.decode()
     row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', text, re.S).group(1)
     counts = dict(re.findall(r'data-set="(\w+)"><a [^>]*>(\d+)</a>', row))
@@ -634,12 +638,12 @@ def test_actions_pass_their_scripts_header_keys(conn, queue, monkeypatch):
     acts.purge_dead(queue)
     dashboard.set_page(conn, queue, "pending")
     expected = {
-        "admin_run_now": [ks.job(ids["schedule"]), ks.schedule, ks.pending, ks.wake],
-        "admin_retry_dead": [ks.job(ids["dead"]), ks.dead, ks.pending, ks.wake],
-        "admin_delete": [ks.job(ids["pending"]), ks.pending, ks.schedule, ks.dead],
-        "admin_retry_all_dead": [ks.dead, ks.pending, ks.wake],
-        "admin_purge_dead": [ks.dead],
-        "admin_rows": [ks.pending],
+        "admin/run_now": [ks.job(ids["schedule"]), ks.schedule, ks.pending, ks.wake],
+        "admin/retry_dead": [ks.job(ids["dead"]), ks.dead, ks.pending, ks.wake],
+        "admin/delete": [ks.job(ids["pending"]), ks.pending, ks.schedule, ks.dead],
+        "admin/retry_all_dead": [ks.dead, ks.pending, ks.wake],
+        "admin/purge_dead": [ks.dead],
+        "admin/rows": [ks.pending],
     }
     assert [name for name, _, _ in calls] == list(expected)
     for name, keys, args in calls:
@@ -655,17 +659,17 @@ def test_actions_pass_their_scripts_header_keys(conn, queue, monkeypatch):
             assert args[src.argv.index("wake_cap")] == WAKE_CAP, name
 
 
-@pytest.mark.parametrize("name", ["admin_rows", "admin_retry_all_dead", "admin_purge_dead"])
+@pytest.mark.parametrize("name", ["admin/rows", "admin/retry_all_dead", "admin/purge_dead"])
 def test_admin_scripts_refuse_a_base_that_is_not_the_queue_root(conn, queue, redis_client,
                                                                 server_time_ms, name):
     ks = Keyspace(queue)
     _dead_letters(redis_client, queue, 3, server_time_ms() - 1000)
     before = snapshot(redis_client, queue)
     cases = {
-        "admin_rows": ([ks.pending], lambda base: [base, 100, json.dumps(["JOB1"]), '["state"]']),
-        "admin_retry_all_dead": ([ks.dead, ks.pending, ks.wake],
+        "admin/rows": ([ks.pending], lambda base: [base, 100, json.dumps(["JOB1"]), '["state"]']),
+        "admin/retry_all_dead": ([ks.dead, ks.pending, ks.wake],
                                  lambda base: [base, 1000, "", WAKE_CAP]),
-        "admin_purge_dead": ([ks.dead], lambda base: [base, 1000, ""]),
+        "admin/purge_dead": ([ks.dead], lambda base: [base, 1000, ""]),
     }
     keys, build = cases[name]
     for base in ("", "emq:", f"emq:{{{queue}", f"emq:{{{queue}}}:p", "emq:{other}:"):
@@ -683,7 +687,7 @@ def test_rows_are_cut_short_and_missing_rows_are_marked(conn, queue, redis_clien
     by_id = {r.job_id: r for r in page.rows}
     assert by_id[big].job == "a.b.c" and len(by_id[big].payload) == dashboard.CUT_BYTES
     assert by_id["JOBgone"].exists is False and by_id["JOBgone"].state is None
-    text_rows = scripts.run(conn, "admin_rows", [Keyspace(queue).pending],
+    text_rows = scripts.run(conn, "admin/rows", [Keyspace(queue).pending],
                             [Keyspace(queue).base, 10, json.dumps([big]), '["payload","nope"]'])
     assert text_rows == [['{"job": "a', None, "a.b.c"]]
 

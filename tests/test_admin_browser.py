@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from echomq_django import Jobs
-from echomq_django.keyspace import Keyspace
+from echomq_django.protocol.keyspace import Keyspace
 from tests.procs import runechomq, stop, wait_for
 from tests.testapp import jobs as testjobs
 
@@ -101,7 +101,7 @@ def test_schedule_appears_live_then_run_now_makes_it_done(
     page.fill("#id_password", password)
     page.click("input[type=submit]")
     expect(page.locator("#content")).to_contain_text("EchoMQ")
-    page.click(f'a[href="/admin/echomq_django/queue/"]')
+    page.click('a[href="/admin/echomq_django/queue/"]')
     row = page.locator(f'tr[data-queue="{queue}"]')
     expect(row).to_be_visible()
     expect(page.locator(f'#emq-workers tr[data-worker*=":{proc.pid}"]')).to_be_visible()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from echomq_django.backoff import Backoff, validate
+from echomq_django.api.backoff import Backoff, validate
 
 
 @pytest.mark.parametrize("attempts", [1, 2, 7, 1000])

@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from echomq_django import cadence
-from echomq_django.cadence import Cadence
+from echomq_django.repeat import cadence
+from echomq_django.repeat.cadence import Cadence
 
 HOUR = 3_600_000
 

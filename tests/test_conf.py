@@ -5,7 +5,8 @@ import os
 import pytest
 from django.test import override_settings
 
-from echomq_django.conf import Config, get_config, validate, validate_queue_name
+from echomq_django.conf import Config, get_config, validate
+from echomq_django.rules import check_queue_name as validate_queue_name
 from echomq_django.exceptions import ConfigurationError
 
 

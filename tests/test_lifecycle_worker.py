@@ -15,10 +15,10 @@ import pytest
 
 from echomq_django import JobFailedError, Jobs
 from echomq_django.exceptions import NoSuchJobError
-from echomq_django.decorators import JobHandle
-from echomq_django.jobs import Outcome
-from echomq_django import keyspace
-from echomq_django.keyspace import Keyspace
+from echomq_django import JobHandle
+from echomq_django import Outcome
+from echomq_django.protocol import keyspace
+from echomq_django.protocol.keyspace import Keyspace
 from tests.procs import runechomq, state_of, stop, wait_for
 from tests.testapp import jobs as testjobs
 

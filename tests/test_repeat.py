@@ -14,9 +14,9 @@ import time
 import pytest
 from django.test import override_settings
 
-from echomq_django import repeat as repeat_module
-from echomq_django import scripts
-from echomq_django.keyspace import Keyspace
+from echomq_django.repeat import registry as repeat_module
+from echomq_django.protocol import scripts
+from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.repeat import Repeat, RepeatEntry, sync
 
 TEMPLATE = {"job": "app.jobs.digest", "args": [1], "kwargs": {"room": "r1"}}
@@ -264,11 +264,11 @@ def test_a_paused_pumper_that_resumes_mints_nothing(rep, redis_client, queue, se
     ks = Keyspace(queue)
     rep.register(queue, "tick", every_ms=1000, template={})
     force_due(redis_client, queue, "tick", server_time_ms() // 1000 * 1000)
-    now, due = rep._due(ks, 10)
+    now, due = rep._pump._due(ks, 10)
     (name, score), = due
     raw = redis_client.hgetall(ks.repeat_record(name))
     assert Repeat(redis_client).pump(queue) == 1          # the live metronome
-    assert rep._pump_one(ks, name, score, raw, now) == 0  # the resumed one
+    assert rep._pump._pump_one(ks, name, score, raw, now) == 0  # the resumed one
     assert len(minted_rows(redis_client, queue)) == 1
 
 
@@ -277,10 +277,10 @@ def test_mint_refuses_a_payload_built_from_an_older_version(
     ks = Keyspace(queue)
     rep.register(queue, "v", every_ms=HOUR, template={"v": 1})
     force_due(redis_client, queue, "v", server_time_ms() - 10)
-    now, ((name, score),) = rep._due(ks, 10)
+    now, ((name, score),) = rep._pump._due(ks, 10)
     raw = redis_client.hgetall(ks.repeat_record(name))
     rep.upsert(queue, "v", every_ms=HOUR, template={"v": 2})
-    assert rep._pump_one(ks, name, score, raw, now) == 0
+    assert rep._pump._pump_one(ks, name, score, raw, now) == 0
     assert rep.pump(queue) == 1
     (row,) = minted_rows(redis_client, queue)
     assert json.loads(row["payload"])["v"] == 2
@@ -482,7 +482,8 @@ def test_a_host_clock_off_by_minutes_changes_nothing(
     assert abs(rep.get(queue, "e").next_run_ms - server_time_ms()) <= 2000
 
 
-REPEAT_SCRIPTS = {"register", "upsert", "unregister", "due", "mint", "run_now", "drop_member"}
+REPEAT_SCRIPTS = {"repeat/register", "repeat/upsert", "repeat/unregister", "repeat/due",
+                  "repeat/mint", "repeat/run_now", "repeat/drop_member"}
 
 
 def test_repeat_methods_pass_exactly_the_header_keys_in_order(

@@ -18,7 +18,7 @@ import time
 import pytest
 import redis
 
-from echomq_django.keyspace import Keyspace
+from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.repeat import Repeat
 
 CTX = multiprocessing.get_context("spawn")

@@ -11,8 +11,8 @@ from django.core.checks import run_checks
 from django.test import override_settings
 
 from echomq_django import job
-from echomq_django.registry import declared_schedules
-from echomq_django.repeat import Repeat, plan
+from echomq_django.api import registry
+from echomq_django.repeat import Repeat, declared_schedules, plan
 from tests.testapp import jobs as testjobs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +23,7 @@ def test_job_every_declares_a_schedule():
         "queue": "default", "name": "tests.testapp.jobs.hourly_report", "every_ms": 3_600_000,
         "cron": None, "tz": None, "missed": "coalesce",
         "template": {"job": "tests.testapp.jobs.hourly_report", "args": [], "kwargs": {}}}
-    names = [d["name"] for d in declared_schedules({})]
+    names = [d["name"] for d in declared_schedules(registry.schedules(), {})]
     assert "tests.testapp.jobs.hourly_report" in names
 
 
@@ -39,7 +39,7 @@ def test_bad_job_schedules_raise_at_decoration(options, words):
 
 
 def test_settings_schedules_become_declarations():
-    declared = declared_schedules({
+    declared = declared_schedules(registry.schedules(), {
         "nightly": {"job": "tests.testapp.jobs.add", "args": [1, 2], "cron": "0 3 * * *",
                     "tz": "Europe/Berlin", "queue": "reports"}})
     entry = [d for d in declared if d["name"] == "nightly"][0]

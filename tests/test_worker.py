@@ -6,7 +6,7 @@ import time
 import pytest
 
 from echomq_django import Jobs
-from echomq_django.keyspace import Keyspace
+from echomq_django.protocol.keyspace import Keyspace
 from tests.procs import runechomq, state_of, stop, wait_for
 from tests.testapp import jobs as testjobs
 

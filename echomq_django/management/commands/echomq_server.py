@@ -2,12 +2,12 @@
 
 For development and demos (``ECHOMQ = {"URL": "embedded"}``); works on
 ``ECHOMQ["EMBEDDED_DIR"]`` unless ``--dir`` is given. See
-:mod:`echomq_django.embedded`.
+:mod:`echomq_django.connection.embedded`.
 """
 
 from django.core.management.base import BaseCommand, CommandError
 
-from echomq_django import embedded
+from echomq_django.connection import embedded
 from echomq_django.conf import get_config
 from echomq_django.exceptions import EchoMQError
 

@@ -5,8 +5,8 @@ import logging
 from django.core.management.base import BaseCommand, CommandError
 
 from echomq_django.conf import get_config
-from echomq_django.keyspace import validate_queue_name
-from echomq_django.worker import Worker, WorkerOptions
+from echomq_django.rules import check_queue_name
+from echomq_django.runtime.supervisor import Options, Supervisor
 
 LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 
@@ -55,12 +55,12 @@ class Command(BaseCommand):
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("echomq").setLevel(level)
         try:
-            queues = [validate_queue_name(q) for q in options["queues"]] or list(get_config().queues)
+            queues = [check_queue_name(q) for q in options["queues"]] or list(get_config().queues)
         except ValueError as err:
             raise CommandError(str(err)) from None
-        worker = Worker(WorkerOptions(
+        supervisor = Supervisor(Options(
             queues=queues, concurrency=options["concurrency"], processes=options["processes"],
             burst=options["burst"], metronome=not options["without_metronome"],
             consumers=not options["metronome_only"], max_jobs=options["max_jobs"],
             lease_ms=options["lease_ms"], shutdown_grace_ms=options["shutdown_grace_ms"]))
-        worker.run()
+        supervisor.run()

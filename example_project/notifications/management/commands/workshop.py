@@ -20,7 +20,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from echomq_django import BrandedId, JobHandle, Jobs, Outcome, get_connection, keyspace
+from echomq_django import BrandedId, JobHandle, Jobs, Outcome, get_connection
+from echomq_django.protocol import keyspace
 from echomq_django.repeat import Repeat
 from example_project.notifications import jobs as workshop
 

@@ -1,0 +1,90 @@
+"""How the admin shows times, durations and charts (pure functions; no I/O).
+
+Times are Unix ms on the server clock, shown in the current Django time zone
+(or a schedule's own zone) with the zone's name; charts are SVG bar data the
+templates draw.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.utils import timezone
+
+from . import reads
+
+__all__ = ["fmt_ms", "span", "rel", "activity_chart", "schedule_histogram", "UTC"]
+
+UTC = dt.timezone.utc
+
+
+def fmt_ms(ms: int | None, zone=None) -> str:
+    """A Unix ms instant as ``YYYY-MM-DD HH:MM:SS`` in ``zone`` (default: the
+    current Django time zone); "" for None."""
+    if ms is None:
+        return ""
+    when = dt.datetime.fromtimestamp(ms / 1000, UTC)
+    when = when.astimezone(zone) if zone is not None else timezone.localtime(when)
+    return when.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def span(ms: int) -> str:
+    """A duration in ms, short: ``850 ms``, ``42 s``, ``3 min 5 s``, ``2 h 4 min``, ``3 d 1 h``."""
+    ms = abs(int(ms))
+    if ms < 1000:
+        return f"{ms} ms"
+    s = ms // 1000
+    if s < 60:
+        return f"{s} s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m} min {s} s" if s else f"{m} min"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h} h {m} min" if m else f"{h} h"
+    d, h = divmod(h, 24)
+    return f"{d} d {h} h" if h else f"{d} d"
+
+
+def rel(ms: int | None, now_ms: int) -> str:
+    """``in 3 min`` or ``5 s ago`` relative to the server's now; "" for None."""
+    if ms is None:
+        return ""
+    delta = ms - now_ms
+    return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
+
+
+def _bars(values: list[int], width: float, height: float) -> tuple[list[dict], int]:
+    peak = max(values, default=0)
+    step = width / max(len(values), 1)
+    bars = []
+    for i, value in enumerate(values):
+        h = 0 if not peak else max(1.0, value / peak * height) if value else 0
+        bars.append({"x": round(i * step, 2), "y": round(height - h, 2), "w": round(step * 0.8, 2),
+                     "h": round(h, 2), "value": value})
+    return bars, peak
+
+
+def activity_chart(q: reads.QueueSummary, now_ms: int) -> dict:
+    """The last hour's done (up) and failed (down) per minute as SVG bar data."""
+    half = 22
+    first_minute = now_ms // 60_000 - len(q.done) + 1
+    done, peak_done = _bars(q.done, 240, half)
+    failed, peak_failed = _bars(q.failed, 240, half)
+    minutes = []
+    for i, (d, f) in enumerate(zip(done, failed)):
+        label = fmt_ms((first_minute + i) * 60_000)[11:16]
+        minutes.append({"x": d["x"], "w": d["w"], "done_y": d["y"], "done_h": d["h"],
+                        "failed_y": half + 2, "failed_h": f["h"],
+                        "title": f"{label}: {d['value']} done, {f['value']} failed"})
+    return {"minutes": minutes, "total_done": sum(q.done), "total_failed": sum(q.failed),
+            "peak_done": peak_done, "peak_failed": peak_failed, "mid": half + 1}
+
+
+def schedule_histogram(q: reads.QueueSummary) -> dict:
+    """The next hour's schedule per bucket as SVG bar data."""
+    bars, peak = _bars(q.upcoming, 240, 44)
+    minutes = reads.BUCKET_MS // 60_000
+    for i, bar in enumerate(bars):
+        bar["title"] = f"in {i * minutes}-{(i + 1) * minutes} min: {bar['value']} scheduled"
+    return {"bars": bars, "peak": peak, "total": sum(q.upcoming), "bucket_min": minutes}

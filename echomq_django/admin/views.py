@@ -1,0 +1,237 @@
+"""The admin dashboard's pages: the overview, one set browser for every set,
+and the job detail (docs/admin.md). The actions' views are :mod:`.dispatch`.
+
+They are mounted by :class:`echomq_django.admin.QueueAdmin` inside the admin
+site, so ``admin_view`` sends anonymous users to the admin login and applies
+CSRF protection; each view then checks the model permissions itself:
+``view_queue`` to see (else 403), ``change_queue`` to act (else 403). GET
+never changes state: actions accept POST only (405 otherwise), and the
+destructive ones answer a first POST with a confirmation page.
+
+A page asked for with ``?fragment=1`` returns only its live part (marked with
+the ``X-EchoMQ-Live: 1`` header); ``static/echomq_django/live.js`` swaps it in
+every couple of seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from zoneinfo import ZoneInfo
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from .. import rules
+from ..conf import get_config
+from ..connection import get_connection
+from . import reads
+from .present import UTC, activity_chart, fmt_ms, rel, schedule_histogram, span
+
+#: How often the pages refresh themselves (ms); the template hands it to live.js.
+REFRESH_MS = 2000
+
+
+# -- plumbing -----------------------------------------------------------------------
+
+
+def require_view(request, model_admin) -> None:
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+
+
+def queue_or_404(queue: str) -> str:
+    try:
+        return rules.check_queue_name(queue)
+    except ValueError:
+        raise Http404(f"no queue {queue!r}") from None
+
+
+def _here(request) -> str:
+    """This page's path and query without the live ``fragment`` flag."""
+    query = request.GET.copy()
+    query.pop("fragment", None)
+    encoded = query.urlencode()
+    return request.path + (f"?{encoded}" if encoded else "")
+
+
+def _render(request, model_admin, template: str, fragment: str, title: str, context: dict):
+    opts = model_admin.model._meta
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": opts,
+        "app_label": opts.app_label,
+        "title": title,
+        "here": _here(request),
+        "can_change": model_admin.has_change_permission(request),
+        "refresh_ms": REFRESH_MS,
+        "fragment_template": fragment,
+        **context,
+    }
+    if request.GET.get("fragment"):
+        response = TemplateResponse(request, fragment, context)
+        response["X-EchoMQ-Live"] = "1"
+        return response
+    return TemplateResponse(request, template, context)
+
+
+def set_url(queue: str, set_name: str) -> str:
+    return reverse("admin:echomq_django_set", args=[queue, set_name])
+
+
+def job_url(queue: str, job_id: str) -> str:
+    return reverse("admin:echomq_django_job", args=[queue, job_id])
+
+
+# -- pages ------------------------------------------------------------------------
+
+
+def overview(request, model_admin):
+    """Every queue's counts, paused flag, activity chart and schedule
+    histogram, and the live runechomq processes. ``?queue=<name>`` opens a
+    queue that is neither configured nor served (its pending page)."""
+    require_view(request, model_admin)
+    wanted = request.GET.get("queue", "").strip()
+    if wanted:
+        try:
+            rules.check_queue_name(wanted)
+        except ValueError as err:
+            messages.error(request, str(err))
+            return HttpResponseRedirect(request.path)
+        return HttpResponseRedirect(set_url(wanted, "pending"))
+    data = reads.overview(get_connection(), get_config().queues)
+    queues = [{
+        "q": q,
+        "chart": activity_chart(q, data.now_ms),
+        "histogram": schedule_histogram(q),
+        "paused_for": rel(q.paused_at_ms, data.now_ms) if q.paused else "",
+    } for q in data.queues]
+    workers = [{
+        "w": w,
+        "heartbeat_age": span(data.now_ms - w.heartbeat_ms) if w.heartbeat_ms else "",
+        "up_for": span(data.now_ms - w.started_at_ms) if w.started_at_ms else "",
+    } for w in data.workers]
+    return _render(request, model_admin, "admin/echomq_django/overview.html",
+                   "admin/echomq_django/_overview.html", "EchoMQ queues", {
+                       "data": data, "queues": queues, "workers": workers,
+                       "now": fmt_ms(data.now_ms), "sets": reads.SETS,
+                   })
+
+
+def _int_param(request, name: str, default: int, high: int) -> int:
+    try:
+        value = int(request.GET.get(name, default))
+    except ValueError:
+        return default
+    return min(max(value, 1), high)
+
+
+def set_view(request, model_admin, queue: str, set_name: str):
+    """One page of one set (the same view and template for all five).
+    ``?page=N`` pages by rank; ``?id=<job id>`` opens that job's detail."""
+    require_view(request, model_admin)
+    queue = queue_or_404(queue)
+    if set_name not in reads.SETS:
+        raise Http404(f"no set {set_name!r}")
+    conn = get_connection()
+    wanted = request.GET.get("id", "").strip()
+    if wanted:
+        if reads.job_exists(conn, queue, wanted):
+            return HttpResponseRedirect(job_url(queue, wanted))
+        messages.error(request, f"No job {wanted} in queue {queue} (never existed, or expired).")
+        return HttpResponseRedirect(request.path)
+    page = _int_param(request, "page", 1, 10**9)
+    per_page = _int_param(request, "per_page", reads.PAGE_SIZE, reads.MAX_PAGE_SIZE)
+    data = reads.set_page(conn, queue, set_name, page, per_page)
+    now = data.now_ms
+    rows = []
+    for r in data.rows:
+        if set_name == "repeat":
+            e = r.entry
+            zone = None
+            if e is not None:
+                try:
+                    zone = ZoneInfo(e.tz)
+                except (KeyError, ValueError):
+                    zone = None
+            rows.append({
+                "r": r, "e": e,
+                "next_local": fmt_ms(r.next_run_ms, zone) if zone else "",
+                "next_utc": fmt_ms(r.next_run_ms, UTC),
+                "next_rel": rel(r.next_run_ms, now),
+                "last_run": fmt_ms(e.last_run_ms) if e else "",
+                "last_rel": rel(e.last_run_ms, now) if e else "",
+                "every": span(e.every_ms) if e and e.every_ms else "",
+            })
+        else:
+            rows.append({
+                "r": r,
+                "score": fmt_ms(r.score_ms) if set_name != "pending" else "",
+                "score_rel": rel(r.score_ms, now) if set_name != "pending" else "",
+                "enqueued": fmt_ms(r.enqueued_at_ms),
+                "enqueued_rel": rel(r.enqueued_at_ms, now),
+                "started_rel": rel(r.started_at_ms, now),
+                "url": job_url(queue, r.job_id),
+            })
+    base = request.path
+    pager = {
+        "prev": f"{base}?page={page - 1}" if page > 1 else "",
+        "next": f"{base}?page={page + 1}" if page < data.pages else "",
+        "first": f"{base}?page=1" if page > 1 else "",
+        "last": f"{base}?page={data.pages}" if page < data.pages else "",
+        "from": data.first_index + 1 if data.rows else 0,
+        "to": data.first_index + len(data.rows),
+    }
+    tabs = [{"name": s, "count": data.counts[s], "url": set_url(queue, s),
+             "current": s == set_name} for s in reads.SETS]
+    return _render(request, model_admin, "admin/echomq_django/set.html",
+                   "admin/echomq_django/_set.html", f"{queue}: {set_name}", {
+                       "queue": queue, "set_name": set_name, "data": data, "rows": rows,
+                       "pager": pager, "tabs": tabs,
+                       "paused_for": rel(data.paused_at_ms, now) if data.paused_at_ms else "",
+                       "now": fmt_ms(now),
+                   })
+
+
+def job(request, model_admin, queue: str, job_id: str):
+    """Every field of one job's row, its payload pretty-printed and its timeline."""
+    require_view(request, model_admin)
+    queue = queue_or_404(queue)
+    detail = reads.job_detail(get_connection(), queue, job_id)
+    if detail is None:
+        raise Http404(f"no job {job_id} in queue {queue} (never existed, or expired)")
+    row, now = detail.row, detail.now_ms
+    try:
+        payload = json.dumps(json.loads(row.payload), indent=2, sort_keys=True,
+                             ensure_ascii=False)
+    except ValueError:
+        payload = row.payload
+    try:
+        result = json.dumps(json.loads(row.result), indent=2, ensure_ascii=False) if row.result else ""
+    except ValueError:
+        result = row.result
+    timeline = [(label, fmt_ms(ms), rel(ms, now)) for label, ms in (
+        ("enqueued", row.enqueued_at_ms),
+        ("scheduled for", row.run_at_ms),
+        ("started (last claim)", row.started_at_ms),
+        ("last failure", row.failed_at_ms),
+        ("lease deadline", row.lease_until_ms),
+        ("finished", row.finished_at_ms),
+    ) if ms is not None]
+    skip = {"payload", "result", "last_error"}
+    fields = sorted((k, v) for k, v in {
+        **{f: getattr(row, f) for f in row.__dataclass_fields__
+           if f not in ("queue", "job_id", "extra")},
+        **row.extra}.items() if v is not None and k not in skip)
+    return _render(request, model_admin, "admin/echomq_django/job.html",
+                   "admin/echomq_django/_job.html", f"Job {job_id}", {
+                       "queue": queue, "job_id": job_id, "row": row, "detail": detail,
+                       "payload": payload, "result": result, "timeline": timeline,
+                       "fields": fields,
+                       "sets": [(s, fmt_ms(score) if s != "pending" else "")
+                                for s, score in detail.sets.items()],
+                       "ttl": span(detail.ttl_ms) if detail.ttl_ms is not None else "",
+                       "now": fmt_ms(now),
+                   })

@@ -1,0 +1,67 @@
+"""Backoff policies: a pure function of (policy, attempts) to a delay in ms.
+
+Policies are tuples (docs/protocol.md, "Backoff"; seed 001, "Backoff is a curve
+computed above the wire"):
+
+- ``("fixed", ms)``: ``ms`` on every attempt.
+- ``("exponential", base, cap)``: ``min(base * 2**(attempts - 1), cap)``.
+- ``("jitter", inner)``: a uniform integer in ``[0, inner's delay]`` (full jitter).
+
+The host computes the delay; the retry script takes a literal ``delay_ms``.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ..rules import check_backoff as validate
+from ..rules import is_int as _is_int
+
+_rng = random.SystemRandom()
+
+
+class Backoff:
+    """Backoff policies and their delays. Stateless; every method is pure but jitter."""
+
+    @staticmethod
+    def delay_ms(policy: tuple, attempts: int) -> int:
+        """Return the delay in ms before retrying after failed attempt ``attempts``.
+
+        ``attempts`` counts from 1 (the first failure). Exponential never builds
+        ``2**attempts`` for large attempts: once the doubling passes the cap the
+        cap is returned, so attempts of 10**6 cost the same as attempts of 3.
+
+        Raises:
+            ValueError: ``attempts`` is not an integer >= 1 or the policy is invalid.
+        """
+        if not _is_int(attempts) or attempts < 1:
+            raise ValueError(f"attempts must be an integer >= 1, got {attempts!r}")
+        policy = validate(policy)
+        return _delay(policy, attempts)
+
+    @staticmethod
+    def fixed(ms: int) -> tuple:
+        """The policy ``("fixed", ms)``; ``ms`` >= 0."""
+        return validate(("fixed", ms))
+
+    @staticmethod
+    def exponential(base_ms: int, cap_ms: int, *, jitter: bool = False) -> tuple:
+        """The policy ``min(base_ms * 2**(attempts-1), cap_ms)``, optionally full-jittered."""
+        policy = validate(("exponential", base_ms, cap_ms))
+        return ("jitter", policy) if jitter else policy
+
+
+def _delay(policy: tuple, attempts: int) -> int:
+    kind = policy[0]
+    if kind == "fixed":
+        return policy[1]
+    if kind == "exponential":
+        base, cap = policy[1], policy[2]
+        # base * 2**(attempts-1) exceeds cap as soon as the shift passes cap's
+        # bit length, so a shift never needs to be wider than that.
+        shift = attempts - 1
+        if shift >= cap.bit_length():
+            return cap
+        return min(base << shift, cap)
+    bound = _delay(policy[1], attempts)
+    return 0 if bound <= 0 else _rng.randint(0, bound)

@@ -1,0 +1,85 @@
+"""What a running handler may ask about, and do to, its own job.
+
+A handler declared with ``@job(context=True)`` is called with a keyword
+argument ``context``: a :class:`JobContext`. Handlers that do not ask for it
+do not get it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..exceptions import StaleTokenError
+
+
+class JobContext:
+    """The running job.
+
+    Attributes: ``queue``, ``job_id``, ``attempt`` (1 on the first run),
+    ``snoozes`` (times the job was snoozed so far), ``token`` (the lease's
+    fencing token), ``lease_deadline_ms`` (server ms), ``scheduled_for_ms`` and
+    ``missed`` (for a recurring occurrence: the slot it stands for and how many
+    earlier slots it coalesces; None and 0 otherwise), ``timeout_ms`` (the
+    job's time limit or None) and ``extra`` (other envelope keys).
+    """
+
+    def __init__(self, jobs, claim, *, lease_ms: int, snoozes: int = 0,
+                 scheduled_for_ms: int | None = None, missed: int = 0,
+                 timeout_ms: int | None = None, extra: dict | None = None) -> None:
+        self._jobs = jobs
+        self._lease_ms = lease_ms
+        self._started = time.monotonic()
+        self._cancelled = False
+        self.queue = claim.queue
+        self.job_id = claim.job_id
+        self.attempt = claim.attempts
+        self.token = claim.token
+        self.lease_deadline_ms = claim.lease_deadline_ms
+        self.snoozes = snoozes
+        self.scheduled_for_ms = scheduled_for_ms
+        self.missed = missed
+        self.timeout_ms = timeout_ms
+        self.extra = extra or {}
+
+    @property
+    def cancelled(self) -> bool:
+        """True once a cancel was requested for this job (or its time limit
+        passed in thread mode). One Redis read per check until it is True."""
+        if not self._cancelled:
+            if self.timeout_ms is not None and self.elapsed_ms() > self.timeout_ms:
+                self._cancelled = True
+            elif self._jobs.cancel_requested(self.queue, self.job_id):
+                self._cancelled = True
+        return self._cancelled
+
+    def elapsed_ms(self) -> int:
+        """Milliseconds since the handler started (a duration, not a time)."""
+        return int((time.monotonic() - self._started) * 1000)
+
+    def extend(self, lease_ms: int | None = None) -> int:
+        """Checkpoint: push the lease to server now + ``lease_ms`` (default: the
+        job's lease). Returns the new deadline (server ms).
+
+        Raises StaleTokenError when this worker no longer holds the lease (the
+        handler should stop: another worker owns the job).
+        """
+        deadline = self._jobs.extend(self.queue, self.job_id, self.token,
+                                     lease_ms or self._lease_ms)
+        self.lease_deadline_ms = deadline
+        return deadline
+
+    def progress(self, percent: int, message: str = "") -> None:
+        """Store progress (0..100 and an optional message) on the row, where the
+        admin shows it. Also a cancellation check: see :attr:`cancelled`.
+
+        Raises ValueError for a percent outside 0..100; StaleTokenError when
+        the lease was lost.
+        """
+        if self._jobs.progress(self.queue, self.job_id, self.token, percent, message):
+            self._cancelled = True
+
+    def __repr__(self) -> str:
+        return f"<JobContext {self.queue}/{self.job_id} attempt {self.attempt}>"
+
+
+__all__ = ["JobContext", "StaleTokenError"]

@@ -1,0 +1,53 @@
+"""``@job``: turn a module-level function into an EchoMQ job.
+
+Usage::
+
+    from echomq_django import job
+
+    @job(queue="mail", max_attempts=6, backoff=Backoff.exponential(1000, 60_000, jitter=True))
+    def send_welcome(user_id: int) -> None: ...
+
+    send_welcome.enqueue(42)                        # pending now
+    send_welcome.enqueue_in(timedelta(minutes=5), 42)
+    send_welcome.enqueue_at(aware_datetime, 42)     # or Unix ms
+    send_welcome(42)                                # still runs inline
+
+Options (None means the ``ECHOMQ`` setting of the same name): ``queue``
+["default"], ``max_attempts`` [MAX_ATTEMPTS], ``backoff`` [BACKOFF],
+``lease_ms`` [LEASE_MS], ``context`` [False: pass ``context=JobContext``],
+``timeout_ms`` [None: no time limit; see docs/protocol.md, "Time limit"].
+Recurring schedules: ``every`` (timedelta or ms) or ``cron`` (with ``tz``),
+``missed`` ["coalesce"]; see docs/repeat.md.
+
+Errors: TypeError at decoration for a function that is not module-level or
+for bad options; at enqueue, PayloadError (TypeError) for non-JSON arguments
+and PayloadTooLargeError (ValueError) over MAX_PAYLOAD_BYTES, both before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Callable
+
+from . import registry
+from .function import JobFunction
+
+__all__ = ["job"]
+
+
+def job(fn: Callable | None = None, *, queue: str = "default", max_attempts: int | None = None,
+        backoff: tuple | None = None, lease_ms: int | None = None, context: bool = False,
+        every: dt.timedelta | int | None = None, cron: str | None = None, tz: str | None = None,
+        missed: str = "coalesce", timeout_ms: int | None = None):
+    """Register a module-level function as a job (see the module doc). Usable bare
+    (``@job``) or with options (``@job(queue="mail")``)."""
+
+    def wrap(func: Callable) -> JobFunction:
+        jf = JobFunction(func, queue=queue, max_attempts=max_attempts, backoff=backoff,
+                         lease_ms=lease_ms, context=context, every=every, cron=cron, tz=tz,
+                         missed=missed, timeout_ms=timeout_ms)
+        registry.register(jf)
+        return jf
+
+    return wrap(fn) if fn is not None else wrap

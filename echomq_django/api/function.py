@@ -1,0 +1,145 @@
+"""JobFunction: a registered job, callable inline and enqueueable on a worker.
+
+What ``@job`` (:mod:`echomq_django.api.decorator`) returns. ``enqueue``,
+``enqueue_in`` and ``enqueue_at`` check the arguments (JSON only), mint a
+``JOB`` id and admit the job through :class:`~echomq_django.protocol.jobs.Jobs`;
+each returns a :class:`~echomq_django.api.handle.JobHandle`.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import functools
+from typing import Any, Callable
+
+from .. import rules
+from ..protocol.ids import BrandedId
+from ..protocol.jobs import Jobs
+from . import backoff as backoff_mod
+from . import payload
+from .handle import JobHandle
+
+__all__ = ["JobFunction"]
+
+
+def _run_at_ms(when: object) -> int:
+    if isinstance(when, dt.datetime):
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError("enqueue_at needs a timezone-aware datetime (or Unix ms)")
+        return int(when.timestamp() * 1000)
+    if rules.is_int(when):
+        return when
+    raise TypeError(f"when must be an aware datetime or an int of Unix ms, got {type(when).__name__}")
+
+
+class JobFunction:
+    """A registered job. Call it to run inline; ``enqueue*`` to run it on a worker."""
+
+    def __init__(self, fn: Callable, *, queue: str, max_attempts: int | None,
+                 backoff: tuple | None, lease_ms: int | None, context: bool,
+                 every: Any, cron: str | None, tz: str | None, missed: str,
+                 timeout_ms: int | None = None) -> None:
+        if ("<locals>" in fn.__qualname__ or "<lambda>" in fn.__qualname__
+                or fn.__module__ == "__main__"):
+            raise TypeError(
+                f"@job needs a module-level function importable by path, got {fn.__qualname__!r}"
+            )
+        self.fn = fn
+        self.path = f"{fn.__module__}.{fn.__qualname__}"
+        self.queue = rules.check_queue_name(queue)
+        self.max_attempts = rules.optional_count("max_attempts", max_attempts)
+        self.backoff = None if backoff is None else backoff_mod.validate(backoff)
+        self.lease_ms = rules.optional_count("lease_ms", lease_ms)
+        self.timeout_ms = rules.optional_count("timeout_ms", timeout_ms)
+        self.context = bool(context)
+        if every is not None and cron is not None:
+            raise ValueError("@job takes every or cron, not both")
+        self.every_ms = None if every is None else rules.to_ms("every", every)
+        if self.every_ms is not None and self.every_ms <= 0:
+            raise ValueError(f"every must be > 0 ms, got {self.every_ms}")
+        self.cron, self.tz, self.missed = cron, tz, missed
+        if self.schedule is not None:
+            from ..repeat.sync import plan
+
+            # Validate now (bad cron, unknown zone, bad missed): ValueError at
+            # import, not at the first runechomq. The default zone is read at
+            # sync time, so validate against UTC when none is given.
+            plan([dict(self.schedule, tz=tz or "UTC")])
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<job {self.path} queue={self.queue}>"
+
+    # -- settings-backed options ---------------------------------------------
+
+    def effective(self) -> tuple[int, tuple, int]:
+        """``(max_attempts, backoff policy, lease_ms)``, settings filling the gaps."""
+        from ..conf import get_config
+
+        config = get_config()
+        return (self.max_attempts or config.max_attempts,
+                self.backoff or backoff_mod.validate(config.backoff),
+                self.lease_ms or config.lease_ms)
+
+    @property
+    def schedule(self) -> dict | None:
+        """The recurring declaration for boot-time sync, or None."""
+        if self.every_ms is None and self.cron is None:
+            return None
+        return {"queue": self.queue, "name": self.path, "every_ms": self.every_ms,
+                "cron": self.cron, "tz": self.tz, "missed": self.missed,
+                "template": {"job": self.path, "args": [], "kwargs": {}}}
+
+    def using(self, *, queue: str) -> "JobFunction":
+        """A view of this job that enqueues onto ``queue`` instead (same path,
+        same options); the worker serving ``queue`` runs it.
+
+        Raises:
+            ValueError: ``queue`` is not a valid queue name.
+        """
+        clone = copy.copy(self)
+        clone.queue = rules.check_queue_name(queue)
+        return clone
+
+    # -- enqueueing ---------------------------------------------------------------
+
+    def _payload(self, args: tuple, kwargs: dict) -> str:
+        from ..conf import get_config
+
+        return payload.encode(self.path, args, kwargs, get_config().max_payload_bytes)
+
+    def _jobs(self) -> Jobs:
+        from ..conf import get_config
+        from ..connection import get_connection
+
+        return Jobs(get_connection(), max_payload_bytes=get_config().max_payload_bytes)
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
+        """Enqueue a run now. Returns a JobHandle (outcome ``"enqueued"``)."""
+        text = self._payload(args, kwargs)
+        job_id = BrandedId.generate("JOB")
+        return JobHandle(self.queue, job_id, self._jobs().enqueue(self.queue, job_id, text))
+
+    def enqueue_in(self, delay: dt.timedelta | int, *args: Any, **kwargs: Any) -> JobHandle:
+        """Enqueue a run ``delay`` from now on the SERVER clock (timedelta or ms >= 0)."""
+        delay_ms = rules.to_ms("delay", delay)
+        if delay_ms < 0:
+            raise ValueError(f"delay must be >= 0 ms, got {delay_ms}")
+        text = self._payload(args, kwargs)
+        job_id = BrandedId.generate("JOB")
+        return JobHandle(self.queue, job_id,
+                         self._jobs().enqueue_in(self.queue, job_id, text, delay_ms))
+
+    def enqueue_at(self, when: dt.datetime | int, *args: Any, **kwargs: Any) -> JobHandle:
+        """Enqueue a run at ``when`` (an aware datetime or Unix ms); past means now."""
+        run_at_ms = _run_at_ms(when)
+        if not 0 <= run_at_ms <= 2**53:
+            raise ValueError(f"when must be within 0..2**53 Unix ms, got {run_at_ms}")
+        text = self._payload(args, kwargs)
+        job_id = BrandedId.generate("JOB")
+        return JobHandle(self.queue, job_id,
+                         self._jobs().enqueue_at(self.queue, job_id, text, run_at_ms))

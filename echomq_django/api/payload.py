@@ -1,0 +1,84 @@
+"""The JSON envelope a ``@job`` payload travels in.
+
+``{"job": "<dotted path>", "args": [...], "kwargs": {...}}``. Only plain JSON
+crosses the wire (STYLE principle 9: never pickle): ``None``, ``bool``,
+``int``, finite ``float``, ``str``, ``list`` and ``dict`` with ``str`` keys,
+nested. Anything else (a datetime, a Decimal, a model instance, a tuple, NaN,
+a dict with non-str keys) raises in the caller, so what a handler receives is
+exactly what was passed. See docs/protocol.md ("Payload").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ..exceptions import PayloadError, PayloadTooLargeError
+
+
+def check_json(value: Any, where: str) -> None:
+    """Raise PayloadError (a TypeError) naming ``where`` if ``value`` is not plain JSON."""
+    stack = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if item is None or isinstance(item, (bool, int, str)):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise PayloadError(f"{path} is {item!r}; JSON has no NaN or infinity")
+            continue
+        if isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+            continue
+        if isinstance(item, dict):
+            for key, v in item.items():
+                if not isinstance(key, str):
+                    raise PayloadError(
+                        f"{path} has a {type(key).__name__} key {key!r}; JSON keys must be str"
+                    )
+                stack.append((v, f"{path}[{key!r}]"))
+            continue
+        raise PayloadError(
+            f"{path} is a {type(item).__name__}, which is not JSON "
+            "(pass None, bool, int, float, str, list or dict with str keys)"
+        )
+
+
+def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> str:
+    """Return the envelope as JSON text.
+
+    Raises:
+        PayloadError (TypeError): an argument is not plain JSON; the message
+            names it (``args[1]``, ``kwargs['when']``).
+        PayloadTooLargeError (ValueError): the text exceeds ``max_bytes`` (UTF-8).
+    """
+    check_json(list(args), "args")
+    check_json(kwargs, "kwargs")
+    text = json.dumps({"job": job_path, "args": list(args), "kwargs": kwargs},
+                      separators=(",", ":"), allow_nan=False)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise PayloadTooLargeError(
+            f"payload is {size} bytes; ECHOMQ['MAX_PAYLOAD_BYTES'] allows {max_bytes}"
+        )
+    return text
+
+
+def decode(text: str) -> tuple[str, list, dict, dict]:
+    """Return ``(job_path, args, kwargs, extra)`` from an envelope's JSON text.
+
+    ``extra`` holds any other top-level keys (a recurring occurrence's
+    ``scheduled_for`` and ``missed``).
+
+    Raises:
+        ValueError: the text is not an envelope of this shape.
+    """
+    data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("job"), str):
+        raise ValueError("payload is not an EchoMQ envelope: no 'job' path")
+    args, kwargs = data.get("args", []), data.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise ValueError("payload envelope needs 'args' as a list and 'kwargs' as an object")
+    extra = {k: v for k, v in data.items() if k not in ("job", "args", "kwargs")}
+    return data["job"], args, kwargs, extra

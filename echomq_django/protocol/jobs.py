@@ -1,0 +1,300 @@
+"""Jobs: a job's life on the wire (enqueue, schedule, promote, claim, ack, retry, dead, reap).
+
+``Jobs(conn)`` wraps a redis-py client. Each method is one atomic Lua script
+(``lua/jobs/``, ``lua/queues/``) that reads time from the server; the
+caller's clock is never sent. Arguments are checked first with
+:mod:`echomq_django.rules`, so bad input raises before anything is written.
+The contract (keys, scripts, states) is ``docs/protocol.md``; the surfaces
+mirror seed 001 (``EchoMQ.Jobs``). Queue-wide control (pause, resume) is
+:class:`~echomq_django.protocol.queues.Queues`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import rules
+from ..rules import check_int, check_job_id, check_str
+from . import scripts
+from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
+from .records import Claim, JobRow, Outcome
+
+__all__ = ["Jobs", "DEFAULT_KEEP_MS", "DEFAULT_DEAD_TTL_MS", "DEFAULT_DEAD_MAX",
+           "DEFAULT_MAX_STALLS", "DEFAULT_MAX_PAYLOAD_BYTES"]
+
+#: Defaults the consumer overrides from settings (docs/protocol.md, "Retention").
+DEFAULT_KEEP_MS = 86_400_000
+DEFAULT_DEAD_TTL_MS = 604_800_000
+DEFAULT_DEAD_MAX = 10_000
+DEFAULT_MAX_STALLS = 1
+#: The default largest payload (bytes of UTF-8), as ECHOMQ["MAX_PAYLOAD_BYTES"].
+DEFAULT_MAX_PAYLOAD_BYTES = 524_288
+
+
+class Jobs:
+    """The EchoMQ job protocol on one connection. Thread-safe as redis-py is.
+
+    Every method validates its arguments first (ValueError or TypeError naming
+    the argument, nothing written) and runs one atomic script. Payloads larger
+    than ``max_payload_bytes`` raise PayloadTooLargeError (a ValueError).
+    """
+
+    def __init__(self, conn, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.conn = conn
+        self.max_payload_bytes = check_int("max_payload_bytes", max_payload_bytes, 1)
+
+    # -- admission -------------------------------------------------------
+
+    def enqueue(self, queue: str, job_id: str, payload: str) -> Outcome:
+        """Admit ``job_id`` to ``pending`` (protocol.md, "enqueue").
+
+        Returns ``"enqueued"``, or ``"duplicate"`` when the row exists (nothing
+        changes). Raises KindError for a non-JOB id; ValueError for a bad queue
+        name, a job id that is not 1-200 characters of ``[A-Za-z0-9._-]``, or a
+        payload that is not JSON (NaN and Infinity included);
+        PayloadTooLargeError over the size limit; TypeError for non-str arguments.
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        rules.check_payload_text(payload, self.max_payload_bytes)
+        done = scripts.run(self.conn, "jobs/enqueue", [ks.job(job_id), ks.pending, ks.wake],
+                           [job_id, payload, WAKE_CAP])
+        return Outcome.ENQUEUED if done == 1 else Outcome.DUPLICATE
+
+    def enqueue_at(self, queue: str, job_id: str, payload: str, run_at_ms: int) -> Outcome:
+        """Admit ``job_id`` to ``schedule`` at the absolute Unix ms ``run_at_ms``.
+
+        A run-at in the past is due at once. Returns ``"scheduled"`` or
+        ``"duplicate"``. Raises KindError for a non-JOB id; ValueError for
+        ``run_at_ms`` outside 0..2**53 (protocol.md, "schedule").
+        """
+        return self._schedule(queue, job_id, payload, "at",
+                              check_int("run_at_ms", run_at_ms, 0))
+
+    def enqueue_in(self, queue: str, job_id: str, payload: str, delay_ms: int) -> Outcome:
+        """Admit ``job_id`` to ``schedule`` at SERVER now + ``delay_ms``.
+
+        Returns ``"scheduled"`` or ``"duplicate"``. Raises KindError for a
+        non-JOB id; ValueError for a negative ``delay_ms`` (protocol.md,
+        "schedule").
+        """
+        return self._schedule(queue, job_id, payload, "in",
+                              check_int("delay_ms", delay_ms, 0))
+
+    def _schedule(self, queue, job_id, payload, mode, value) -> Outcome:
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        rules.check_payload_text(payload, self.max_payload_bytes)
+        done = scripts.run(self.conn, "jobs/schedule", [ks.job(job_id), ks.schedule, ks.beat],
+                           [job_id, payload, mode, value])
+        return Outcome.SCHEDULED if done == 1 else Outcome.DUPLICATE
+
+    # -- the metronome's work --------------------------------------------
+
+    def promote(self, queue: str, batch: int = 1000) -> int:
+        """Move up to ``batch`` due jobs from ``schedule`` to ``pending``; return the count."""
+        ks = Keyspace(queue)
+        check_int("batch", batch, 1, 100_000)
+        return scripts.run(self.conn, "queues/promote", [ks.schedule, ks.pending, ks.wake],
+                           [ks.base, batch, WAKE_CAP])
+
+    def reap(self, queue: str, batch: int = 1000, max_stalls: int = DEFAULT_MAX_STALLS,
+             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, keep_ms: int = DEFAULT_KEEP_MS) -> int:
+        """Handle up to ``batch`` expired leases; return how many.
+
+        Each one's ``stalls`` goes up by one and its token is dropped (the old
+        holder can no longer ack, retry, snooze, extend or dead it). It goes
+        back to ``pending``, or dead with reason ``"stalled"`` once its stalls
+        exceed ``max_stalls``; a job whose cancel was requested ends
+        ``cancelled`` (kept ``keep_ms``) instead (protocol.md, "reap").
+        """
+        ks = Keyspace(queue)
+        check_int("batch", batch, 1, 100_000)
+        check_int("max_stalls", max_stalls, 0, 1_000_000)
+        check_int("dead_ttl_ms", dead_ttl_ms, 1)
+        check_int("keep_ms", keep_ms, 1)
+        return scripts.run(self.conn, "queues/reap", [ks.active, ks.pending, ks.wake, ks.dead],
+                           [ks.base, batch, WAKE_CAP, max_stalls, dead_ttl_ms, STATS_TTL_MS,
+                            keep_ms])
+
+    def horizon(self, queue: str) -> tuple[int, int | None]:
+        """Return ``(server_now_ms, next_ms)``: the earliest head of schedule,
+        active (lease deadlines) and repeat, or None when all three are empty."""
+        ks = Keyspace(queue)
+        now, next_ms = scripts.run(self.conn, "queues/horizon", [ks.schedule, ks.active, ks.repeat], [])
+        return int(now), (None if int(next_ms) == -1 else int(next_ms))
+
+    # -- a consumer's work -----------------------------------------------
+
+    def claim(self, queue: str, consumer: str, lease_ms: int) -> Claim | None:
+        """Pop the oldest pending job and lease it for ``lease_ms`` (server clock).
+
+        Returns a :class:`Claim` (fresh fencing token, attempts + 1) or None when
+        ``pending`` is empty.
+        """
+        ks = Keyspace(queue)
+        check_str("consumer", consumer)
+        check_int("lease_ms", lease_ms, 1)
+        reply = scripts.run(self.conn, "jobs/claim", [ks.pending, ks.active, ks.token, ks.wake, ks.beat, ks.paused],
+                            [ks.base, consumer, lease_ms, WAKE_CAP])
+        if reply is None:
+            return None
+        job_id, token, payload, attempts, deadline, now, snoozes = reply
+        return Claim(queue, job_id, token, payload, int(attempts), int(deadline), int(now),
+                     int(snoozes))
+
+    def ack(self, queue: str, job_id: str, token: str, result: Any = None,
+            keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Complete the job held by ``token``; keep the row ``keep_ms``, then expire it.
+
+        ``result`` must be JSON-serialisable (stored as JSON text). Returns
+        ``"done"``, or ``"cancelled"`` when a cancel was requested while it ran
+        (protocol.md, "ack"). Raises StaleTokenError when ``token`` no longer
+        holds the lease (nothing changes); TypeError for a non-JSON result.
+        """
+        ks = Keyspace(queue)
+        text = "" if result is None else _to_json("result", result)
+        check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(self.conn, "jobs/ack", [ks.job(job_id), ks.active],
+                               [job_id, check_str("token", token), text, keep_ms, ks.base,
+                                STATS_TTL_MS])
+        return state
+
+    def retry(self, queue: str, job_id: str, token: str, delay_ms: int, error: str = "",
+              keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Re-park the job held by ``token`` on ``schedule`` at server now + ``delay_ms``.
+
+        Returns ``"scheduled"``, or ``"cancelled"`` when a cancel was requested
+        while it ran (kept ``keep_ms``). Raises StaleTokenError when ``token``
+        no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        check_int("delay_ms", delay_ms, 0)
+        check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(
+            self.conn, "jobs/retry", [ks.job(job_id), ks.active, ks.schedule, ks.beat],
+            [job_id, check_str("token", token), delay_ms, str(error), ks.base, STATS_TTL_MS,
+             keep_ms])
+        return state
+
+    def snooze(self, queue: str, job_id: str, token: str, delay_ms: int,
+               keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Put the job held by ``token`` back on ``schedule`` at server now +
+        ``delay_ms`` without spending an attempt (seed 002's ``Jobs.delay``):
+        ``attempts`` goes back down, ``snoozes`` up.
+
+        Returns ``"scheduled"`` or ``"cancelled"``. Raises StaleTokenError when
+        ``token`` no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        check_int("delay_ms", delay_ms, 0)
+        check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(self.conn, "jobs/snooze",
+                               [ks.job(job_id), ks.active, ks.schedule, ks.beat],
+                               [job_id, check_str("token", token), delay_ms, keep_ms])
+        return state
+
+    #: The seed's name for snooze.
+    delay = snooze
+
+    def progress(self, queue: str, job_id: str, token: str, percent: int,
+                 message: str = "") -> bool:
+        """Store a running job's progress (``percent`` 0..100, optional message).
+
+        Returns True when a cancel has been requested for the job. Raises
+        StaleTokenError when ``token`` no longer holds the lease; ValueError
+        for a percent outside 0..100.
+        """
+        ks = Keyspace(queue)
+        check_int("percent", percent, 0, 100)
+        if not isinstance(message, str):
+            raise TypeError(f"message must be a str, got {type(message).__name__}")
+        return scripts.run(self.conn, "jobs/progress", [ks.job(job_id)],
+                           [job_id, check_str("token", token), percent, message]) == 1
+
+    def cancel_requested(self, queue: str, job_id: str) -> bool:
+        """True when a cancel was requested for the (running) job."""
+        return scripts.decode(self.conn.hget(Keyspace(queue).job(job_id),
+                                             "cancel_requested")) == "1"
+
+    def dead(self, queue: str, job_id: str, token: str, reason: str, error: str = "",
+             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, dead_max: int = DEFAULT_DEAD_MAX,
+             keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """End the job held by ``token`` in the dead-letter set with ``reason``.
+
+        Dead letters are kept ``dead_ttl_ms`` and at most ``dead_max`` of them
+        (the oldest go first). Returns ``"dead"``, or ``"cancelled"`` when a
+        cancel was requested while it ran. Raises StaleTokenError when
+        ``token`` no longer holds the lease.
+        """
+        ks = Keyspace(queue)
+        check_int("dead_ttl_ms", dead_ttl_ms, 1)
+        check_int("dead_max", dead_max, 1)
+        check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(
+            self.conn, "jobs/dead", [ks.job(job_id), ks.active, ks.dead],
+            [job_id, check_str("token", token), check_str("reason", reason), str(error),
+             ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS, keep_ms])
+        return state
+
+    def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
+        """Push the lease held by ``token`` to server now + ``lease_ms``.
+
+        Returns the new deadline (server ms). Raises StaleTokenError when
+        ``token`` no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        check_int("lease_ms", lease_ms, 1)
+        return scripts.run(self.conn, "jobs/extend", [ks.job(job_id), ks.active, ks.beat],
+                           [job_id, check_str("token", token), lease_ms])
+
+    def release(self, queue: str, job_id: str, token: str,
+                keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Hand the job held by ``token`` back to ``pending``, giving back its attempt.
+
+        Used by a worker that shuts down before the handler finished. Returns
+        ``"pending"``, or ``"cancelled"`` when a cancel was requested (the job
+        ends cancelled, kept ``keep_ms``, instead of running again). Raises
+        StaleTokenError when ``token`` no longer holds the lease.
+        """
+        ks = Keyspace(queue)
+        check_int("keep_ms", keep_ms, 1)
+        code = scripts.run(self.conn, "jobs/release", [ks.job(job_id), ks.active, ks.pending, ks.wake],
+                           [job_id, check_str("token", token), WAKE_CAP, keep_ms])
+        return "cancelled" if int(code) == 2 else "pending"
+
+    # -- control -----------------------------------------------------------
+
+    def cancel(self, queue: str, job_id: str, keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Cancel a job (docs/protocol.md, "cancel").
+
+        Returns ``"cancelled"`` (it was pending or scheduled: it left its set
+        and never runs), ``"flagged"`` (it is running: its handler sees
+        ``context.cancelled`` and the job ends cancelled) or ``"finished"``
+        (done, dead or cancelled already: nothing changes). Raises
+        NoSuchJobError when the row does not exist.
+        """
+        ks = Keyspace(queue)
+        check_int("keep_ms", keep_ms, 1)
+        code = scripts.run(self.conn, "jobs/cancel",
+                           [ks.job(check_str("job_id", job_id)), ks.pending, ks.schedule],
+                           [job_id, keep_ms])
+        return {1: "cancelled", 2: "flagged", 0: "finished"}[int(code)]
+
+    # -- reads -----------------------------------------------------------
+
+    def get(self, queue: str, job_id: str) -> JobRow | None:
+        """Return the job's row, or None when it does not exist (or has expired)."""
+        ks = Keyspace(queue)
+        raw = self.conn.hgetall(ks.job(check_str("job_id", job_id)))
+        if not raw:
+            return None
+        return JobRow.from_hash(queue, job_id, scripts.decode_hash(raw))
+
+
+def _to_json(name: str, value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be JSON-serialisable: {err}") from None

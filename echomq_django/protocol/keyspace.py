@@ -1,0 +1,113 @@
+"""Every EchoMQ key name, built in one place.
+
+All keys of one queue share the prefix ``emq:{<queue>}:``; the braces are a
+Redis Cluster hash tag, so one queue lives in one hash slot and every script
+can touch all of its keys. The names, what each holds and who writes it are
+listed in ``docs/protocol.md`` ("Keys").
+"""
+
+from __future__ import annotations
+
+from ..rules import check_queue_name
+
+
+class Keyspace:
+    """The key names of one queue.
+
+    ``Keyspace("mail").pending == "emq:{mail}:pending"``. Construction
+    validates the queue name (ValueError), so nothing is written for a bad one.
+    """
+
+    __slots__ = ("queue", "base")
+
+    def __init__(self, queue: str) -> None:
+        self.queue = check_queue_name(queue)
+        #: The queue's base root, ``emq:{<queue>}:``; scripts that discover job
+        #: ids at run time derive row keys from it (see docs/protocol.md).
+        self.base = f"emq:{{{queue}}}:"
+
+    # Sorted sets: one structure, several readings of the score.
+    @property
+    def pending(self) -> str:
+        """ZSET, score 0: ready jobs, served by ZPOPMIN in id (mint) order."""
+        return self.base + "pending"
+
+    @property
+    def schedule(self) -> str:
+        """ZSET, score run-at ms: scheduled jobs and retries waiting to be due."""
+        return self.base + "schedule"
+
+    @property
+    def active(self) -> str:
+        """ZSET, score lease deadline ms: claimed jobs; reap reads the expired head."""
+        return self.base + "active"
+
+    @property
+    def dead(self) -> str:
+        """ZSET, score ms of death: the dead-letter set."""
+        return self.base + "dead"
+
+    @property
+    def repeat(self) -> str:
+        """ZSET, score next-run ms: the recurring registry, one member per name."""
+        return self.base + "repeat"
+
+    # Plain keys.
+    @property
+    def token(self) -> str:
+        """STRING counter: the source of fencing tokens (INCR per claim)."""
+        return self.base + "token"
+
+    @property
+    def wake(self) -> str:
+        """LIST of markers: idle consumers block on it (BLPOP); capped."""
+        return self.base + "wake"
+
+    @property
+    def beat(self) -> str:
+        """LIST of one marker: wakes the metronome when an earlier run-at appears."""
+        return self.base + "beat"
+
+    @property
+    def paused(self) -> str:
+        """STRING, present while the queue is paused: claim serves nothing."""
+        return self.base + "paused"
+
+    def stats(self, kind: str, minute: int) -> str:
+        """STRING counter of ``kind`` ("done" or "failed") in one minute
+        (``minute`` = server ms // 60000); scripts INCR it and it expires on
+        its own after STATS_TTL_MS."""
+        return f"{self.base}stats:{kind}:{minute}"
+
+    def job(self, job_id: str) -> str:
+        """HASH: the job's row (state, attempts, payload, token, times, errors)."""
+        return f"{self.base}job:{job_id}"
+
+    def repeat_record(self, name: str) -> str:
+        """HASH: a recurring schedule's definition and bookkeeping."""
+        return f"{self.base}repeat:{name}"
+
+    def lane_pending(self, group: str) -> str:
+        """ZSET, score 0: a lane's (group's) own pending set (lanes, later)."""
+        return f"{self.base}g:{group}:pending"
+
+
+#: How long a per-minute counter lives (ms): the admin charts the last hour.
+STATS_TTL_MS = 2 * 3_600_000
+#: Most wake markers kept on ``emq:{q}:wake``.
+WAKE_CAP = 100
+
+#: Keys shared by every queue live under a root whose tag no queue can have
+#: ("~" is not a queue-name character), so they never collide with a queue.
+GLOBAL_BASE = "emq:{~}:"
+#: ZSET, score = last announcement (server ms): live runechomq processes.
+WORKERS = GLOBAL_BASE + "workers"
+#: ZSET, score = last announcement (server ms): queues live processes serve.
+QUEUES = GLOBAL_BASE + "queues"
+
+
+def worker(worker_id: str) -> str:
+    """HASH: one runechomq process's announcement (host, pid, queues,
+    concurrency, busy, started_at_ms, heartbeat_ms); expires when it stops
+    announcing."""
+    return f"{GLOBAL_BASE}worker:{worker_id}"

@@ -1,0 +1,21 @@
+-- admin_purge_dead: one batch of "purge the dead letters": the oldest letters
+-- that died at or before the cutoff lose their member and their row. The
+-- caller repeats the call with the returned cutoff until a batch comes back short.
+-- KEYS[1] dead     emq:{q}:dead
+-- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
+-- ARGV[2] batch    most letters removed by this call, 1..1000
+-- ARGV[3] cutoff_ms only letters that died at or before this (server ms);
+--                  '' = the server's now
+-- Returns: {removed, cutoff_ms}: members taken off dead, the cutoff used.
+-- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+--         EMQARG batch is not in 1..1000.
+-- @include now
+-- @include base
+-- @include dead_batch
+local err, ids, cutoff = dead_batch(ARGV[1], KEYS[1], ARGV[2], ARGV[3])
+if err then return err end
+for _, id in ipairs(ids) do
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('DEL', ARGV[1] .. 'job:' .. id)
+end
+return {#ids, cutoff}

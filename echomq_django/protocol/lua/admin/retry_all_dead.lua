@@ -1,0 +1,35 @@
+-- admin_retry_all_dead: one batch of "retry every dead letter": the oldest
+-- letters that died at or before the cutoff go back on pending, attempts reset.
+-- The caller repeats the call with the returned cutoff until a batch comes
+-- back short, so letters that die while it runs are not retried in a loop.
+-- KEYS[1] dead     emq:{q}:dead
+-- KEYS[2] pending  emq:{q}:pending
+-- KEYS[3] wake     emq:{q}:wake
+-- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
+-- ARGV[2] batch    most letters taken by this call, 1..1000
+-- ARGV[3] cutoff_ms only letters that died at or before this (server ms);
+--                  '' = the server's now
+-- ARGV[4] wake_cap most wake markers kept
+-- Returns: {revived, taken, cutoff_ms}: letters back on pending, members taken
+--          off dead (taken - revived had no row left), the cutoff used.
+-- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+--         EMQARG batch is not in 1..1000.
+-- @include now
+-- @include signal
+-- @include base
+-- @include rejoin
+-- @include revive
+-- @include dead_batch
+local err, ids, cutoff = dead_batch(ARGV[1], KEYS[1], ARGV[2], ARGV[3])
+if err then return err end
+local revived = 0
+for _, id in ipairs(ids) do
+  redis.call('ZREM', KEYS[1], id)
+  local row = ARGV[1] .. 'job:' .. id
+  if redis.call('EXISTS', row) == 1 then
+    revive(row, KEYS[2], id)
+    revived = revived + 1
+  end
+end
+signal(KEYS[3], revived, tonumber(ARGV[4]))
+return {revived, #ids, cutoff}

@@ -1,0 +1,19 @@
+-- enqueue: admit a job straight to pending.
+-- KEYS[1] job      emq:{q}:job:<id>, the row
+-- KEYS[2] pending  emq:{q}:pending
+-- KEYS[3] wake     emq:{q}:wake
+-- ARGV[1] job_id   must start with JOB
+-- ARGV[2] payload  JSON text
+-- ARGV[3] wake_cap most wake markers kept
+-- Returns: 1 enqueued, 0 duplicate (the row exists; nothing changes).
+-- Errors: EMQKIND the id is not JOB-namespaced.
+-- @include now
+-- @include signal
+-- @include rejoin
+-- @include admission
+local refused = admission(KEYS[1], ARGV[1])
+if refused then return refused end
+redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now_ms())
+rejoin(KEYS[1], KEYS[2], ARGV[1])
+signal(KEYS[3], 1, tonumber(ARGV[3]))
+return 1

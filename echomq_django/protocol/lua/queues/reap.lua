@@ -1,0 +1,58 @@
+-- reap: the count-thresholded stalled sweep. Every lease past its deadline
+-- counts a stall; the job goes back to pending, or dead with reason 'stalled'
+-- once its stalls exceed max_stalls (BullMQ's maxStalledCount), so a poison
+-- job that kills its worker every time does not loop forever. A job whose
+-- cancel was requested while it ran ends cancelled instead: its worker is gone
+-- before it saw the flag, and a cancelled job never runs again.
+-- KEYS[1] active   emq:{q}:active
+-- KEYS[2] pending  emq:{q}:pending
+-- KEYS[3] wake     emq:{q}:wake
+-- KEYS[4] dead     emq:{q}:dead
+-- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
+-- ARGV[2] batch    most leases reaped by this call
+-- ARGV[3] wake_cap most wake markers kept
+-- ARGV[4] max_stalls stalls allowed before the job goes dead
+-- ARGV[5] dead_ttl_ms how long a dead row is kept
+-- ARGV[6] stats_ttl_ms how long a per-minute counter lives
+-- ARGV[7] keep_ms  how long a cancelled row is kept
+-- Returns: the count of expired leases handled (back to pending, dead or cancelled).
+-- Errors: EMQKEY the base root is not the queue root of KEYS[1].
+-- @include now
+-- @include signal
+-- @include base
+-- @include stats
+-- @include lease
+-- @include cancelled
+-- @include rejoin
+local bad = check_base(ARGV[1], KEYS[1])
+if bad then return bad end
+local base = ARGV[1]
+local now = now_ms()
+local max_stalls = tonumber(ARGV[4])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local count_back, count_all = 0, 0
+for _, id in ipairs(expired) do
+  redis.call('ZREM', KEYS[1], id)
+  local row = base .. 'job:' .. id
+  if redis.call('HGET', row, 'state') == 'active' then
+    -- Dropping the token fences the old holder out: its ack, retry, snooze,
+    -- extend or dead now fails with EMQSTALE.
+    redis.call('HDEL', row, 'token', 'lease_until_ms')
+    local stalls = redis.call('HINCRBY', row, 'stalls', 1)
+    count_all = count_all + 1
+    if end_if_cancelled(row, KEYS[1], id, now, tonumber(ARGV[7])) then
+      -- Cancelled: never run again, counted neither as done nor as failed.
+    elseif stalls > max_stalls then
+      redis.call('HSET', row, 'state', 'dead', 'reason', 'stalled', 'finished_at_ms', now,
+        'last_error', 'the lease expired ' .. stalls .. ' times (max_stalls ' .. max_stalls .. ')')
+      redis.call('PEXPIRE', row, tonumber(ARGV[5]))
+      redis.call('ZADD', KEYS[4], now, id)
+      count(base, 'failed', now, tonumber(ARGV[6]))
+    else
+      rejoin(row, KEYS[2], id)
+      count_back = count_back + 1
+    end
+  end
+end
+signal(KEYS[3], count_back, tonumber(ARGV[3]))
+return count_all

@@ -1,0 +1,32 @@
+-- register: add a recurring schedule under a name, idempotently (never a silent overwrite).
+-- KEYS[1] repeat       emq:{q}:repeat, ZSET of names scored by next-run ms
+-- KEYS[2] repeat_record emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
+-- ARGV[1] name
+-- ARGV[2] definition   canonical JSON of the whole definition, compared byte for byte
+-- ARGV[3] timing       canonical JSON of every_ms, cron, tz, start_at_ms
+-- ARGV[4] every_ms     '' for a cron schedule
+-- ARGV[5] cron         '' for an every_ms schedule
+-- ARGV[6] tz           IANA zone name
+-- ARGV[7] template     JSON object text
+-- ARGV[8] missed       coalesce | skip
+-- ARGV[9] start_at_ms  '' when none
+-- ARGV[10] first_run_ms the first occurrence, computed by the caller from server TIME
+-- Returns: 1 registered; 0 exists (live with the same definition; nothing
+--   changes); 2 conflict (live with another definition; nothing changes);
+--   3 registered over an orphan (a record without member or a member without
+--   record; the definition is written and the member scored at first_run_ms).
+-- @include now
+-- @include definition
+local member = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local stored = redis.call('HGET', KEYS[2], 'definition')
+if member and stored then
+  if stored == ARGV[2] then
+    return 0
+  end
+  return 2
+end
+local now = now_ms()
+local orphan = (member or stored) and 3 or 1
+write_definition(KEYS[2], ARGV, not stored, now)
+redis.call('ZADD', KEYS[1], tonumber(ARGV[10]), ARGV[1])
+return orphan

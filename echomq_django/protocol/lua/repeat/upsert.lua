@@ -1,0 +1,41 @@
+-- upsert: write a recurring schedule's definition, replacing a different one.
+-- KEYS[1] repeat       emq:{q}:repeat, ZSET of names scored by next-run ms
+-- KEYS[2] repeat_record emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
+-- ARGV[1] name
+-- ARGV[2] definition   canonical JSON of the whole definition, compared byte for byte
+-- ARGV[3] timing       canonical JSON of every_ms, cron, tz, start_at_ms
+-- ARGV[4] every_ms     '' for a cron schedule
+-- ARGV[5] cron         '' for an every_ms schedule
+-- ARGV[6] tz           IANA zone name
+-- ARGV[7] template     JSON object text
+-- ARGV[8] missed       coalesce | skip
+-- ARGV[9] start_at_ms  '' when none
+-- ARGV[10] first_run_ms the first occurrence of the new definition, from server TIME
+-- Returns: 1 registered (the name was not there); 0 unchanged (same
+--   definition; nothing changes); 2 updated (definition replaced, version
+--   bumped; the next run moves to first_run_ms only when the timing changed);
+--   3 registered over an orphan (as register).
+-- @include now
+-- @include definition
+local member = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local stored = redis.call('HGET', KEYS[2], 'definition')
+if member and stored and stored == ARGV[2] then
+  return 0
+end
+local now = now_ms()
+local outcome
+if member and stored then
+  outcome = 2
+elseif member or stored then
+  outcome = 3
+else
+  outcome = 1
+end
+local same_timing = outcome == 2 and redis.call('HGET', KEYS[2], 'timing') == ARGV[3]
+write_definition(KEYS[2], ARGV, not stored, now)
+-- A template or policy change keeps the grid (and an occurrence that is due
+-- but not yet minted); a timing change starts the new cadence.
+if not same_timing then
+  redis.call('ZADD', KEYS[1], tonumber(ARGV[10]), ARGV[1])
+end
+return outcome

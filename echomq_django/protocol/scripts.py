@@ -1,0 +1,151 @@
+"""Load the Lua scripts in ``lua/``, run them, and map their error codes.
+
+Scripts are grouped by area (``lua/jobs/``, ``lua/queues/``, ``lua/repeat/``,
+``lua/admin/``, ``lua/presence/``) and named by their path without the
+extension: ``"jobs/ack"`` is ``lua/jobs/ack.lua``. Each opens with a header
+naming every KEYS and ARGV entry (``-- KEYS[1] pending ...``) and may pull
+shared helpers from ``lua/includes`` with ``-- @include <name>``. A script is sent once per connection and then
+called by SHA (redis-py's ``Script`` does EVALSHA and reloads on NOSCRIPT).
+:func:`run` checks the number of keys and arguments against the header, so a
+header that drifts from its caller fails loudly, and turns the server's error
+codes into the exceptions of :mod:`echomq_django.exceptions`, in one place.
+The codes are listed in ``docs/protocol.md`` ("Error codes").
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Sequence
+
+import redis
+
+from .. import exceptions
+
+_HEADER_ENTRY = re.compile(r"^-- (KEYS|ARGV)\[(\d+)\] (\S+)")
+_INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
+
+#: Server error code (the first word of the reply) -> exception class.
+ERROR_CODES: dict[str, type[Exception]] = {
+    "EMQKIND": exceptions.KindError,
+    "EMQSTALE": exceptions.StaleTokenError,
+    "EMQSTATE": exceptions.StateError,
+    "EMQNOJOB": exceptions.NoSuchJobError,
+    "EMQKEY": ValueError,
+    "EMQARG": ValueError,
+}
+
+
+@dataclass(frozen=True)
+class ScriptSource:
+    """One script's text (includes expanded) and its header's KEYS and ARGV names."""
+
+    name: str
+    text: str
+    keys: tuple[str, ...]
+    argv: tuple[str, ...]
+
+
+#: The folders of ``lua/`` that hold scripts (``includes/`` holds helpers).
+AREAS = ("jobs", "queues", "repeat", "admin", "presence")
+
+
+def _lua():
+    return resources.files("echomq_django.protocol").joinpath("lua")
+
+
+def _read(relative: str) -> str:
+    return _lua().joinpath(*relative.split("/")).read_text("utf-8")
+
+
+@cache
+def source(name: str) -> ScriptSource:
+    """Return the parsed ``lua/<name>.lua`` (``name`` like ``"jobs/ack"``).
+
+    Raises:
+        FileNotFoundError: no such script.
+        ValueError: the header numbers KEYS or ARGV out of order.
+    """
+    raw = _read(f"{name}.lua")
+    names: dict[str, list[str]] = {"KEYS": [], "ARGV": []}
+    for line in raw.splitlines():
+        match = _HEADER_ENTRY.match(line)
+        if match:
+            kind, index, label = match.group(1), int(match.group(2)), match.group(3)
+            if index != len(names[kind]) + 1:
+                raise ValueError(f"{name}.lua: header {kind}[{index}] is out of order")
+            names[kind].append(label)
+    text = _INCLUDE.sub(lambda m: _read(f"includes/{m.group(1)}.lua"), raw)
+    return ScriptSource(name, text, tuple(names["KEYS"]), tuple(names["ARGV"]))
+
+
+def script_names() -> list[str]:
+    """Every script in ``lua/<area>/`` as ``"<area>/<name>"``, sorted."""
+    return sorted(f"{area}/{p.name[:-4]}" for area in AREAS
+                  for p in _lua().joinpath(area).iterdir() if p.name.endswith(".lua"))
+
+
+# redis-py Script objects, one per (client, script): registering computes the
+# SHA once; the first call on each connection loads the text on NOSCRIPT.
+_registered: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_registered_lock = threading.Lock()
+
+
+def _script(client: redis.Redis, name: str):
+    with _registered_lock:
+        per_client = _registered.setdefault(client, {})
+        script = per_client.get(name)
+        if script is None:
+            script = per_client[name] = client.register_script(source(name).text)
+        return script
+
+
+def decode(value: Any) -> Any:
+    """Bytes to str, recursively through lists, so callers never see bytes."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def decode_hash(raw: dict) -> dict[str, str]:
+    """An HGETALL reply (bytes or str) as a dict of str."""
+    return {decode(k): decode(v) for k, v in raw.items()}
+
+
+def run(client: redis.Redis, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    """Run script ``name`` atomically on the server and return its decoded reply.
+
+    ``keys`` and ``args`` must match the script's header in number.
+
+    Raises:
+        TypeError: ``keys`` or ``args`` do not match the header (a caller bug).
+        KindError, StaleTokenError, StateError, NoSuchJobError, ValueError:
+            the script returned the matching error code (see ERROR_CODES).
+        redis.RedisError: any other server or connection failure.
+    """
+    src = source(name)
+    if len(keys) != len(src.keys) or len(args) != len(src.argv):
+        raise TypeError(
+            f"{name}.lua takes KEYS {list(src.keys)} and ARGV {list(src.argv)}; "
+            f"got {len(keys)} keys and {len(args)} args"
+        )
+    try:
+        return decode(_script(client, name)(keys=list(keys), args=list(args)))
+    except redis.ResponseError as err:
+        raise translate(err) from None
+
+
+def translate(err: redis.ResponseError) -> Exception:
+    """Map a server error reply to the exception for its EMQ code (or return it)."""
+    message = str(err)
+    code = message.split(" ", 1)[0]
+    cls = ERROR_CODES.get(code)
+    if cls is None:
+        return err
+    return cls(message.split(" ", 1)[1] if " " in message else message)

@@ -1,0 +1,196 @@
+"""The argument rules, in one place: ints and ms ranges, names, ids, queue names.
+
+Every public surface checks its arguments with these before anything is
+written, so a bad value raises in the caller and the server never sees it:
+
+- a wrong type raises ``TypeError``, a value outside its rule ``ValueError``;
+- every message names the argument and the rule it broke
+  (``"lease_ms must be in 1..9007199254740992, got 0"``).
+
+The same rules are stated in docs/protocol.md ("Arguments"); the Lua scripts
+re-check what they are given (a client other than ours may call them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any
+
+from .exceptions import PayloadTooLargeError
+
+__all__ = [
+    "MAX_MS", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int", "check_int", "check_ms",
+    "optional_count", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
+    "to_ms", "check_payload_text", "check_backoff",
+]
+
+#: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
+#: largest integer a Lua number (a double) holds exactly.
+MAX_MS = 2**53
+
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+QUEUE_NAME_RULE = "1-100 characters of [A-Za-z0-9._-]"
+_JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
+JOB_ID_RULE = "1-200 characters of [A-Za-z0-9._-]"
+_SCHEDULE_NAME = re.compile(r"\S{1,200}")
+
+
+def is_int(value: object) -> bool:
+    """True for an int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_int(name: str, value: object, low: int, high: int = MAX_MS) -> int:
+    """Return ``value`` if it is an int in ``low..high``.
+
+    Raises:
+        TypeError: ``value`` is not an int (bools are not ints here).
+        ValueError: ``value`` is outside ``low..high``.
+    """
+    if not is_int(value):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in {low}..{high}, got {value}")
+    return value
+
+
+def check_ms(name: str, value: object, low: int = 0) -> int:
+    """An int of ms in ``low..MAX_MS`` (see :func:`check_int`)."""
+    return check_int(name, value, low, MAX_MS)
+
+
+def optional_count(name: str, value: object) -> int | None:
+    """None, or an int >= 1: TypeError for another type, ValueError below 1."""
+    if value is None:
+        return None
+    if not is_int(value):
+        raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value}")
+    return value
+
+
+def check_str(name: str, value: object) -> str:
+    """A non-empty str: TypeError for anything else."""
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{name} must be a non-empty str, got {value!r}")
+    return value
+
+
+def check_queue_name(queue: object) -> str:
+    """Return ``queue`` if it is a valid queue name: 1-100 characters of
+    ``[A-Za-z0-9._-]`` (it sits inside key names and a Cluster hash tag, so
+    braces, colons and spaces are refused).
+
+    Raises:
+        ValueError: anything else (a non-str included); the message names the rule.
+    """
+    if not isinstance(queue, str) or not _QUEUE_NAME.fullmatch(queue):
+        raise ValueError(f"queue name must be {QUEUE_NAME_RULE}, got {queue!r}")
+    return queue
+
+
+def check_job_id(job_id: object, name: str = "job_id") -> str:
+    """Return ``job_id`` if it is 1-200 characters of ``[A-Za-z0-9._-]``.
+
+    The ``JOB`` namespace is the admission scripts' rule (EMQKIND), not this one.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: breaks the character or length rule.
+    """
+    if not isinstance(job_id, str):
+        raise TypeError(f"{name} must be a str, got {type(job_id).__name__}")
+    if not _JOB_ID.fullmatch(job_id):
+        raise ValueError(f"{name} must be {JOB_ID_RULE}, got {job_id!r}")
+    return job_id
+
+
+def check_schedule_name(name: object) -> str:
+    """Return ``name`` if it is a valid recurring schedule name: 1-200
+    printable characters without whitespace.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: breaks the rule.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if not _SCHEDULE_NAME.fullmatch(name) or not name.isprintable():
+        raise ValueError(
+            f"name must be 1-200 printable characters without whitespace, got {name!r}"
+        )
+    return name
+
+
+def to_ms(name: str, value: Any) -> int:
+    """A ``timedelta`` or an int of ms, as an int of ms (timedeltas are
+    truncated to whole ms, toward zero).
+
+    Raises:
+        TypeError: neither a timedelta nor an int.
+    """
+    if isinstance(value, dt.timedelta):
+        return int(value / dt.timedelta(milliseconds=1))
+    if is_int(value):
+        return value
+    raise TypeError(f"{name} must be a timedelta or an int of ms, got {type(value).__name__}")
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"JSON has no {name}")
+
+
+def check_payload_text(payload: object, max_bytes: int) -> str:
+    """Return ``payload`` if it is JSON text of at most ``max_bytes`` bytes of
+    UTF-8 (NaN and Infinity are not JSON).
+
+    Raises:
+        TypeError: not a str.
+        PayloadTooLargeError (a ValueError): over ``max_bytes``.
+        ValueError: not valid JSON text.
+    """
+    if not isinstance(payload, str):
+        raise TypeError(f"payload must be JSON text (str), got {type(payload).__name__}")
+    size = len(payload.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise PayloadTooLargeError(f"payload is {size} bytes; the limit is {max_bytes}")
+    try:
+        json.loads(payload, parse_constant=_no_constant)
+    except ValueError as err:
+        raise ValueError(f"payload must be valid JSON text: {err}") from None
+    return payload
+
+
+def check_backoff(policy: object) -> tuple:
+    """Return the backoff ``policy`` as a tuple if it is valid (lists are
+    accepted); the policies are :mod:`echomq_django.api.backoff`'s.
+
+    Raises:
+        ValueError: the policy's kind is unknown or a parameter breaks its rule
+            (fixed ms >= 0; exponential base >= 1, cap >= 1).
+    """
+    if isinstance(policy, list):
+        policy = tuple(check_backoff(p) if isinstance(p, list) else p for p in policy)
+    if not isinstance(policy, tuple) or not policy:
+        raise ValueError(f"backoff policy must be a non-empty tuple, got {policy!r}")
+    kind, params = policy[0], policy[1:]
+    if kind == "fixed":
+        if len(params) != 1 or not is_int(params[0]) or params[0] < 0:
+            raise ValueError(f"backoff ('fixed', ms) needs an integer ms >= 0, got {policy!r}")
+    elif kind == "exponential":
+        if len(params) != 2 or not all(is_int(p) and p >= 1 for p in params):
+            raise ValueError(
+                f"backoff ('exponential', base, cap) needs integers base >= 1 and cap >= 1, got {policy!r}"
+            )
+    elif kind == "jitter":
+        if len(params) != 1:
+            raise ValueError(f"backoff ('jitter', inner) needs one inner policy, got {policy!r}")
+        return ("jitter", check_backoff(params[0]))
+    else:
+        raise ValueError(
+            f"backoff policy kind must be 'fixed', 'exponential' or 'jitter', got {kind!r}"
+        )
+    return policy

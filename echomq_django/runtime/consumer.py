@@ -1,0 +1,203 @@
+"""The consumer: N threads that claim, run and record, and the shutdown hand-back.
+
+Each thread claims from its queues in the order given (the first queue is
+served first), runs the job with a :class:`~.outcome.Runner`, and claims
+again. Idle threads block on the queues' wake lists (BLPOP), never
+busy-poll. A :class:`~.lease_keeper.LeaseKeeper` renews the leases of the
+running jobs. On shutdown the threads stop claiming, running handlers get a
+grace period, and every unfinished lease is handed back to pending
+(docs/protocol.md, "Consumer", "Shutdown").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+
+from ..exceptions import StaleTokenError
+from ..protocol.jobs import Jobs
+from ..protocol.keyspace import Keyspace
+from ..protocol.records import Claim
+from .lease_keeper import LeaseKeeper, Slot, Slots, process_name
+from .outcome import Retention, Runner
+
+__all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S"]
+
+log = logging.getLogger("echomq.consumer")
+
+#: How long an idle thread blocks on the wake lists before it re-checks stop.
+IDLE_BLOCK_S = 1.0
+#: Exit code of a consumer process that replaced itself after a time limit.
+EXIT_TIMEOUT = 75
+
+
+class Consumer:
+    """Run jobs from ``queues`` in ``concurrency`` threads of this process.
+
+    Args:
+        conn: a redis-py client.
+        queues: queue names, served in order.
+        concurrency: threads (>= 1).
+        lease_ms: the lease taken at claim; a job's own ``lease_ms`` extends it.
+        retention: see :class:`Retention`.
+        burst: each thread exits once no queue has a ready job.
+        max_jobs: stop claiming after this many jobs in this process (None: no limit).
+        stop: set it to stop claiming; running handlers finish.
+
+    Raises ValueError for a concurrency below 1.
+    """
+
+    def __init__(self, conn, queues, *, concurrency: int, lease_ms: int, retention: Retention,
+                 burst: bool = False, max_jobs: int | None = None,
+                 stop: threading.Event | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.jobs = Jobs(conn)
+        self.conn = conn
+        self.queues = list(queues)
+        self.wake_keys = [Keyspace(q).wake for q in self.queues]
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.retention = retention
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.stop = stop or threading.Event()
+        self.name = process_name()
+        self.slots = Slots()
+        self.runner = Runner(self.jobs, lease_ms=lease_ms, retention=retention, slots=self.slots)
+        #: Process mode: replace this process when a job overruns its time limit.
+        self.exit_on_timeout = False
+        self.keeper = LeaseKeeper(self.jobs, self.slots, finish=self.runner.finish,
+                                  stop=self.stop, lease_ms=lease_ms, name=self.name,
+                                  queues=self.queues, describe=self._describe,
+                                  on_timeout=self._on_timeout)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self.processed = 0
+        self.started_at_ms = int(time.time() * 1000)  # shown to staff only, never compared
+
+    # -- lifecycle -------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the threads (daemons: a process that must exit is not held)."""
+        for index in range(self.concurrency):
+            thread = threading.Thread(target=self._loop, args=(f"{self.name}:{index}",),
+                                      name=f"echomq-consumer-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self.keeper.start()
+
+    def alive(self) -> bool:
+        """True while any thread runs."""
+        return any(t.is_alive() for t in self._threads)
+
+    def busy(self) -> int:
+        """How many threads are running a handler now."""
+        return len(self.slots)
+
+    def run_claim(self, claim: Claim) -> str:
+        """Run one claimed job and record its outcome (:meth:`Runner.run_claim`)."""
+        return self.runner.run_claim(claim)
+
+    def shutdown(self, grace_s: float) -> int:
+        """Stop claiming, wait up to ``grace_s`` for running handlers, then hand
+        every unfinished lease back to pending (``release``). Returns how many
+        leases were handed back."""
+        self.stop.set()
+        deadline = time.monotonic() + grace_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        released = self._release([slot.claim for slot in self.slots.running()])
+        self.keeper.retire()
+        return released
+
+    def _release(self, claims: list[Claim]) -> int:
+        released = 0
+        for claim in claims:
+            try:
+                state = self.jobs.release(claim.queue, claim.job_id, claim.token,
+                                          keep_ms=self.retention.result_ttl_ms)
+                released += 1
+                if state == "cancelled":
+                    log.warning("job %s ended cancelled (a cancel was requested; shutdown "
+                                "before it finished)", claim.job_id)
+                else:
+                    log.warning("job %s handed back to pending (shutdown before it finished)",
+                                claim.job_id)
+            except StaleTokenError:
+                pass  # It finished, or its lease was reaped, in the meantime.
+        return released
+
+    def _describe(self) -> dict:
+        return {"host": socket.gethostname(), "pid": os.getpid(),
+                "queues": ",".join(self.queues), "concurrency": self.concurrency,
+                "started_at_ms": self.started_at_ms}
+
+    def _on_timeout(self, slot: Slot) -> None:
+        """In process mode a job that overran its time limit takes its process
+        with it (the only way to stop a running Python thread): the other jobs
+        are handed back and the supervisor starts a new process. In thread
+        mode the handler's thread runs on until it returns or checks
+        ``context.cancelled`` (cooperative)."""
+        if not self.exit_on_timeout:
+            return
+        log.error("replacing this consumer process: job %s overran its time limit",
+                  slot.claim.job_id)
+        self.stop.set()
+        self._release([s.claim for s in self.slots.running()])
+        self.keeper.retire()
+        logging.shutdown()
+        os._exit(EXIT_TIMEOUT)
+
+    # -- the loop ----------------------------------------------------------
+
+    def _claim_any(self, consumer: str) -> Claim | None:
+        for queue in self.queues:
+            claim = self.jobs.claim(queue, consumer, self.lease_ms)
+            if claim is not None:
+                return claim
+        return None
+
+    def _take_slot(self) -> bool:
+        """Count a job against max_jobs; False once the limit is reached."""
+        with self._lock:
+            if self.max_jobs is not None and self.processed >= self.max_jobs:
+                return False
+            self.processed += 1
+            if self.max_jobs is not None and self.processed >= self.max_jobs:
+                self.stop.set()
+            return True
+
+    def _loop(self, consumer: str) -> None:
+        while not self.stop.is_set():
+            try:
+                claim = self._claim_any(consumer)
+                if claim is None:
+                    if self.burst:
+                        return
+                    self.conn.blpop(self.wake_keys, timeout=IDLE_BLOCK_S)
+                    continue
+            except Exception:  # noqa: BLE001 - a lost connection must not kill the thread
+                log.exception("claim failed; retrying in 1 s")
+                self.stop.wait(1.0)
+                continue
+            self.slots.put(Slot(claim, self.lease_ms, time.monotonic()))
+            try:
+                self.runner.run_claim(claim)
+            except Exception:  # noqa: BLE001 - a bug of ours (or a lost connection)
+                # must not kill the thread: the job ends dead with the reason,
+                # or, if even that fails, its lease expires and reap returns it.
+                log.exception("job %s: the worker failed around its handler", claim.job_id)
+                try:
+                    self.runner.finish(claim, "?", time.monotonic(), "dead",
+                                       reason="worker error", error=traceback.format_exc())
+                except Exception:  # noqa: BLE001
+                    log.exception("job %s: could not record the failure", claim.job_id)
+            finally:
+                self.slots.pop()
+                if not self._take_slot():
+                    return

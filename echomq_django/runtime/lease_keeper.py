@@ -1,0 +1,194 @@
+"""The lease keeper: a consumer process's heartbeat.
+
+While handlers run, one thread per consumer process:
+
+- renews the lease of every running job a third of the way into it, so a
+  handler that outlives its lease is not reaped while it is alive;
+- fails a job that overran its ``timeout_ms`` (reason "timeout");
+- announces the process every :data:`ANNOUNCE_S` (what the admin lists).
+
+A worker that dies (or is paused) stops renewing, and reap returns its jobs
+after the lease (docs/protocol.md, "Lease", "Time limit").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..api.backoff import Backoff
+from ..exceptions import StaleTokenError
+from ..protocol.jobs import Jobs
+from ..protocol.presence import Presence
+from ..protocol.records import Claim
+
+__all__ = ["ANNOUNCE_S", "LeaseKeeper", "Slot", "Slots"]
+
+log = logging.getLogger("echomq.consumer")
+
+#: How often a consumer process announces itself (s); the announcement lives 5x this.
+ANNOUNCE_S = 2.0
+
+
+@dataclass
+class Slot:
+    """One thread's running job, as the lease keeper sees it."""
+
+    claim: Claim
+    lease_ms: int
+    started: float  # time.monotonic() at claim
+    timeout_ms: int | None = None
+    max_attempts: int = 1
+    policy: tuple = ("fixed", 0)
+    timed_out: bool = False
+    path: str = "?"
+
+    def overdue(self, now: float) -> bool:
+        return (self.timeout_ms is not None and not self.timed_out
+                and (now - self.started) * 1000 > self.timeout_ms)
+
+
+class Slots:
+    """The running jobs of one process, one per handler thread. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: dict[int, Slot] = {}
+
+    def put(self, slot: Slot) -> None:
+        """Record ``slot`` as the calling thread's running job."""
+        with self._lock:
+            self._slots[threading.get_ident()] = slot
+
+    def pop(self) -> None:
+        """The calling thread's job has finished."""
+        with self._lock:
+            self._slots.pop(threading.get_ident(), None)
+
+    def current(self) -> Slot | None:
+        """The calling thread's running job, or None."""
+        with self._lock:
+            return self._slots.get(threading.get_ident())
+
+    def running(self) -> list[Slot]:
+        """Every running job that has not timed out."""
+        with self._lock:
+            return [slot for slot in self._slots.values() if not slot.timed_out]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._slots)
+
+
+#: Called with a slot whose job overran its time limit, after its outcome
+#: was recorded: the consumer decides what happens to the process.
+OnTimeout = Callable[[Slot], None]
+
+
+class LeaseKeeper:
+    """Renew, time-limit and announce for one consumer process.
+
+    Args:
+        jobs: the protocol surface.
+        slots: the process's running jobs.
+        finish: records a timed-out job's outcome (``Runner.finish``).
+        stop: the consumer's stop event; the keeper runs on while jobs remain.
+        lease_ms: the lease taken at claim.
+        describe: returns the announcement's fields.
+        on_timeout: called after a job timed out (see :data:`OnTimeout`).
+    """
+
+    def __init__(self, jobs: Jobs, slots: Slots, *, finish, stop: threading.Event,
+                 lease_ms: int, name: str, queues: list[str], describe: Callable[[], dict],
+                 on_timeout: OnTimeout | None = None) -> None:
+        self.jobs = jobs
+        self.presence = Presence(jobs.conn)
+        self.slots = slots
+        self.finish = finish
+        self.stop = stop
+        self.lease_ms = lease_ms
+        self.name = name
+        self.queues = queues
+        self.describe = describe
+        self.on_timeout = on_timeout
+
+    def start(self) -> threading.Thread:
+        """Start the keeper thread (a daemon)."""
+        thread = threading.Thread(target=self._loop, name="echomq-heartbeat", daemon=True)
+        thread.start()
+        return thread
+
+    def _loop(self) -> None:
+        renewed_at = announced_at = 0.0
+        while not self.stop.is_set() or len(self.slots):
+            now = time.monotonic()
+            running = self.slots.running()
+            for slot in running:
+                if slot.overdue(now):
+                    self._time_out(slot)
+            period_s = min([slot.lease_ms for slot in running] + [self.lease_ms]) / 3000
+            if now - renewed_at >= period_s:
+                renewed_at = now
+                self._renew(running)
+            if now - announced_at >= ANNOUNCE_S:
+                announced_at = now
+                self.announce(len(running))
+            wait_s = min(period_s, ANNOUNCE_S) / 2
+            for slot in running:
+                if slot.timeout_ms is not None and not slot.timed_out:
+                    due_s = slot.started + slot.timeout_ms / 1000 - now
+                    wait_s = min(wait_s, max(0.0, due_s) + 0.001)
+            time.sleep(max(0.005, wait_s))
+        self.retire()
+
+    def _renew(self, running: list[Slot]) -> None:
+        for slot in running:
+            if slot.timed_out:
+                continue
+            try:
+                self.jobs.extend(slot.claim.queue, slot.claim.job_id, slot.claim.token,
+                                 slot.lease_ms)
+            except StaleTokenError:
+                pass  # The outcome was recorded meanwhile, or the lease was lost.
+            except Exception:  # noqa: BLE001 - keep beating through a lost connection
+                log.exception("lease renewal for job %s failed", slot.claim.job_id)
+
+    def _time_out(self, slot: Slot) -> None:
+        """Fail a job that overran its time limit (reason "timeout"): a retry
+        with backoff while attempts remain, else dead. The handler's thread
+        runs on (Python cannot stop a thread); its late outcome is refused."""
+        slot.timed_out = True
+        claim = slot.claim
+        error = f"the handler overran its time limit of {slot.timeout_ms} ms"
+        outcome = "dead" if claim.attempts >= slot.max_attempts else "retry"
+        delay_ms = 0 if outcome == "dead" else Backoff.delay_ms(slot.policy, claim.attempts)
+        self.finish(claim, slot.path, slot.started, outcome, reason="timeout",
+                    error=error, delay_ms=delay_ms)
+        if self.on_timeout is not None:
+            self.on_timeout(slot)
+
+    def announce(self, busy: int) -> None:
+        """Announce this process (never raises: the admin's view must never
+        stop the work)."""
+        try:
+            self.presence.announce(self.name, dict(self.describe(), busy=busy), self.queues,
+                                   ttl_ms=int(ANNOUNCE_S * 5000))
+        except Exception:  # noqa: BLE001
+            log.exception("announcing this worker failed")
+
+    def retire(self) -> None:
+        """Withdraw this process's announcement (never raises)."""
+        try:
+            self.presence.retire(self.name)
+        except Exception:  # noqa: BLE001
+            log.exception("withdrawing this worker's announcement failed")
+
+
+def process_name() -> str:
+    """``host:pid``, the name a consumer process announces and claims under."""
+    return f"{socket.gethostname()}:{os.getpid()}"

@@ -1,0 +1,135 @@
+"""The metronome: the per-queue beat that promotes, reaps and pumps recurrences.
+
+For each queue it runs one beat, then sleeps until the next instant anything
+is due: the earliest head of ``schedule`` (run-at), ``active`` (lease
+deadline) and ``repeat`` (next run), all read against the SERVER clock by the
+``horizon`` script. The sleep is a local timed wait measured from that server
+reading, so it is as precise as the host's timer, not the server's ``hz``.
+A second thread per queue blocks on ``emq:{q}:beat`` and cuts the sleep short
+when a script marks an earlier instant (an earlier schedule, a retry, a new
+earliest lease). Any number of metronomes may run on any number of hosts:
+every beat is an atomic script, so they never double anything.
+
+See docs/protocol.md ("Metronome").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from ..protocol.jobs import Jobs
+from ..protocol.keyspace import Keyspace
+
+log = logging.getLogger("echomq.metronome")
+
+#: Longest sleep without a beat, a safety net for a lost marker (s).
+MAX_SLEEP_S = 30.0
+#: How long the listener blocks on the beat list before it re-checks stop (s).
+LISTEN_BLOCK_S = 1.0
+
+#: A pump for recurrences: (queue) -> how many occurrences it minted.
+Pump = Callable[[str], int]
+
+
+class Metronome:
+    """Beat ``queues`` until :meth:`stop` (or ``stop_event`` is set).
+
+    Args:
+        conn: a redis-py client.
+        queues: queue names.
+        batch: most jobs promoted or leases reaped per script call.
+        pump: called with the queue on every beat to mint due recurrences.
+        max_stalls: expired leases a job survives before reap ends it dead.
+        dead_ttl_ms: how long such a dead row is kept.
+        keep_ms: how long a row reap ends cancelled is kept (RESULT_TTL_MS).
+    """
+
+    def __init__(self, conn, queues, *, batch: int = 1000, pump: Pump | None = None,
+                 max_stalls: int = 1, dead_ttl_ms: int = 604_800_000,
+                 keep_ms: int = 86_400_000, stop_event: threading.Event | None = None) -> None:
+        self.jobs = Jobs(conn)
+        self.conn = conn
+        self.queues = list(queues)
+        self.batch = batch
+        self.pump = pump
+        self.max_stalls = max_stalls
+        self.dead_ttl_ms = dead_ttl_ms
+        self.keep_ms = keep_ms
+        self.stop_event = stop_event or threading.Event()
+        self._wakers = {q: threading.Event() for q in self.queues}
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """Start a ticker and a listener thread per queue (daemons)."""
+        for queue in self.queues:
+            for target, role in ((self._tick_loop, "tick"), (self._listen_loop, "listen")):
+                thread = threading.Thread(target=target, args=(queue,), daemon=True,
+                                          name=f"echomq-metronome-{role}-{queue}")
+                thread.start()
+                self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop beating; returns at once (threads end within LISTEN_BLOCK_S)."""
+        self.stop_event.set()
+        for waker in self._wakers.values():
+            waker.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait up to ``timeout`` s per thread for the beat threads to end."""
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def beat(self, queue: str) -> tuple[int, int, int]:
+        """One beat for ``queue``: promote, reap, pump. Returns the three counts."""
+        promoted = self.jobs.promote(queue, self.batch)
+        reaped = self.jobs.reap(queue, self.batch, max_stalls=self.max_stalls,
+                                dead_ttl_ms=self.dead_ttl_ms, keep_ms=self.keep_ms)
+        minted = self.pump(queue) if self.pump else 0
+        if promoted or reaped or minted:
+            log.debug("queue %s: promoted %d, reaped %d, minted %d",
+                      queue, promoted, reaped, minted)
+        if reaped:
+            log.warning("queue %s: %d expired lease(s) reaped (back to pending, or dead once "
+                        "past max_stalls)", queue, reaped)
+        return promoted, reaped, minted
+
+    def sleep_s(self, queue: str) -> float:
+        """Seconds until the next due instant of ``queue`` on the server clock."""
+        now_ms, next_ms = self.jobs.horizon(queue)
+        if next_ms is None:
+            return MAX_SLEEP_S
+        return min(MAX_SLEEP_S, max(0.0, (next_ms - now_ms) / 1000))
+
+    def _tick_loop(self, queue: str) -> None:
+        waker = self._wakers[queue]
+        while not self.stop_event.is_set():
+            waker.clear()
+            try:
+                promoted, reaped, minted = self.beat(queue)
+                if promoted >= self.batch or reaped >= self.batch:
+                    continue  # More are due: beat again at once.
+                delay_s = self.sleep_s(queue)
+                if delay_s == 0 and not (promoted or reaped or minted):
+                    # Something is due that no beat could move (a broken
+                    # registry entry): never spin on it.
+                    delay_s = 0.01
+            except Exception:  # noqa: BLE001 - a lost connection must not stop the beat
+                log.exception("metronome beat for queue %s failed; retrying in 1 s", queue)
+                delay_s = 1.0
+            if delay_s > 0:
+                # The horizon is in whole ms and a due score is due at that ms:
+                # wake just past it so promote sees it due.
+                waker.wait(delay_s + 0.0005)
+
+    def _listen_loop(self, queue: str) -> None:
+        key = Keyspace(queue).beat
+        waker = self._wakers[queue]
+        while not self.stop_event.is_set():
+            try:
+                if self.conn.blpop([key], timeout=LISTEN_BLOCK_S):
+                    waker.set()
+            except Exception:  # noqa: BLE001
+                log.exception("metronome listener for queue %s failed; retrying in 1 s", queue)
+                self.stop_event.wait(1.0)

@@ -1,0 +1,177 @@
+"""One claimed job: run its handler and record the outcome through the protocol.
+
+:class:`Runner` maps what the handler did to one atomic script
+(docs/protocol.md, "Consumer"):
+
+- it returns (or returns a :class:`~echomq_django.api.outcomes.Snooze`):
+  ``ack`` with the JSON return value kept as the result (or ``snooze``);
+- it raises and attempts < max_attempts: ``retry`` after the
+  :class:`~echomq_django.api.outcomes.Retry`'s delay or
+  ``Backoff.delay_ms(policy, attempts)``;
+- it raises on the last attempt: ``dead`` with reason "failed" and the traceback;
+- it raises ``Snooze`` or ``Discard``: ``snooze``, or ``dead`` at once;
+- the payload names a job this process did not register, or is not an
+  envelope: ``dead`` at once (never an import of an arbitrary module).
+
+Django database connections are reset around each handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+
+from django.db import close_old_connections
+
+from ..api import payload, registry
+from ..api.backoff import Backoff
+from ..api.context import JobContext
+from ..api.outcomes import Discard, Retry, Snooze
+from ..exceptions import StaleTokenError
+from ..protocol.jobs import Jobs
+from ..protocol.records import Claim
+from .lease_keeper import Slots
+
+__all__ = ["Retention", "Runner"]
+
+log = logging.getLogger("echomq.consumer")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long finished rows are kept (ms) and how many dead letters."""
+
+    result_ttl_ms: int
+    dead_ttl_ms: int
+    dead_max: int
+
+
+class Runner:
+    """Runs claimed jobs and records their outcomes.
+
+    Args:
+        jobs: the protocol surface.
+        lease_ms: the lease the claim took; a job's own ``lease_ms`` extends it.
+        retention: see :class:`Retention`.
+        slots: where the running job is described for the lease keeper.
+    """
+
+    def __init__(self, jobs: Jobs, *, lease_ms: int, retention: Retention, slots: Slots) -> None:
+        self.jobs = jobs
+        self.lease_ms = lease_ms
+        self.retention = retention
+        self.slots = slots
+
+    def run_claim(self, claim: Claim) -> str:
+        """Run one claimed job and record its outcome; returns the outcome word
+        (done, retry, snooze, dead, cancelled, stale, timeout)."""
+        started = time.monotonic()
+        path = "?"
+        try:
+            path, args, kwargs, extra = payload.decode(claim.payload)
+        except ValueError as err:
+            return self.finish(claim, path, started, "dead", reason="bad payload", error=str(err))
+        fn = registry.lookup(path)
+        if fn is None:
+            return self.finish(claim, path, started, "dead", reason="unknown job",
+                               error=f"no @job registered at {path!r} in this worker")
+        max_attempts, policy, _ = fn.effective()
+        lease_ms = fn.lease_ms or self.lease_ms
+        # The claim took this worker's lease; a job that names its own gets it.
+        if lease_ms != self.lease_ms:
+            try:
+                self.jobs.extend(claim.queue, claim.job_id, claim.token, lease_ms)
+            except StaleTokenError:
+                return self.finish(claim, path, started, "stale")
+        slot = self.slots.current()
+        if slot is not None:
+            slot.lease_ms, slot.timeout_ms = lease_ms, fn.timeout_ms
+            slot.max_attempts, slot.policy, slot.path = max_attempts, policy, path
+        context = JobContext(self.jobs, claim, lease_ms=lease_ms, snoozes=claim.snoozes,
+                             scheduled_for_ms=extra.get("scheduled_for"),
+                             missed=extra.get("missed", 0), timeout_ms=fn.timeout_ms,
+                             extra=extra)
+        if fn.context:
+            kwargs = dict(kwargs, context=context)
+        close_old_connections()
+        try:
+            result = fn.fn(*args, **kwargs)
+        except Snooze as snooze:
+            if slot is not None and slot.timed_out:
+                return self._timed_out(claim, path, started)
+            return self.finish(claim, path, started, "snooze", delay_ms=snooze.delay_ms)
+        except Discard as discard:
+            return self.finish(claim, path, started, "dead", reason=discard.reason,
+                               error=traceback.format_exc())
+        except Exception as err:  # noqa: BLE001 - every handler failure is an outcome
+            if slot is not None and slot.timed_out:
+                return self._timed_out(claim, path, started)
+            error = traceback.format_exc()
+            if claim.attempts >= max_attempts:
+                return self.finish(claim, path, started, "dead", reason="failed", error=error)
+            delay_ms = err.delay_ms if isinstance(err, Retry) and err.delay_ms is not None \
+                else Backoff.delay_ms(policy, claim.attempts)
+            return self.finish(claim, path, started, "retry", delay_ms=delay_ms, error=error)
+        finally:
+            close_old_connections()
+        if slot is not None and slot.timed_out:
+            return self._timed_out(claim, path, started)
+        if isinstance(result, Snooze):
+            return self.finish(claim, path, started, "snooze", delay_ms=result.delay_ms)
+        return self.finish(claim, path, started, "done", result=result)
+
+    def _timed_out(self, claim: Claim, path: str, started: float) -> str:
+        log.warning("job %s %s attempt %d returned after its time limit; its outcome was "
+                    "already recorded as a timeout [%.1f ms]", claim.job_id, path,
+                    claim.attempts, (time.monotonic() - started) * 1000)
+        return "timeout"
+
+    def finish(self, claim: Claim, path: str, started: float, outcome: str, *,
+               reason: str = "", error: str = "", delay_ms: int = 0, result=None) -> str:
+        """Record ``outcome`` (done, retry, snooze, dead; any other word only
+        logs) for ``claim`` and log it; returns the outcome as recorded
+        (cancelled when a cancel was requested, stale when the lease was lost)."""
+        detail = ""
+        keep_ms = self.retention.result_ttl_ms
+        try:
+            if outcome == "done":
+                try:
+                    state = self.jobs.ack(claim.queue, claim.job_id, claim.token, result,
+                                          keep_ms=keep_ms)
+                except TypeError:
+                    log.warning("job %s returned a value that is not JSON; it is not kept",
+                                claim.job_id)
+                    state = self.jobs.ack(claim.queue, claim.job_id, claim.token, None,
+                                          keep_ms=keep_ms)
+            elif outcome == "retry":
+                state = self.jobs.retry(claim.queue, claim.job_id, claim.token, delay_ms, error,
+                                        keep_ms=keep_ms)
+                detail = f" in {delay_ms} ms: {_last_line(error)}"
+            elif outcome == "snooze":
+                state = self.jobs.snooze(claim.queue, claim.job_id, claim.token, delay_ms,
+                                         keep_ms=keep_ms)
+                detail = f" for {delay_ms} ms"
+            elif outcome == "dead":
+                state = self.jobs.dead(claim.queue, claim.job_id, claim.token, reason, error,
+                                       dead_ttl_ms=self.retention.dead_ttl_ms,
+                                       dead_max=self.retention.dead_max, keep_ms=keep_ms)
+                detail = f" ({reason}): {_last_line(error)}"
+            else:
+                state = outcome
+            if state == "cancelled":
+                outcome, detail = "cancelled", " (a cancel was requested while it ran)"
+        except StaleTokenError:
+            outcome, detail = "stale", " (the lease was lost: another worker owns the job now)"
+        elapsed_ms = (time.monotonic() - started) * 1000
+        level = logging.INFO if outcome in ("done", "retry", "snooze", "cancelled") \
+            else logging.WARNING
+        log.log(level, "job %s %s attempt %d -> %s%s [%.1f ms]", claim.job_id, path,
+                claim.attempts, outcome, detail, elapsed_ms)
+        return outcome
+
+
+def _last_line(error: str) -> str:
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

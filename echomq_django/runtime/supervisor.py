@@ -1,0 +1,227 @@
+"""The supervisor: runechomq's body, wiring consumers and the metronome into processes.
+
+``Supervisor(options).run()`` returns the process exit code. With ``processes``
+> 1 the parent forks that many consumer processes (each with ``concurrency``
+threads), runs the metronome itself and supervises the children: a child that
+dies is replaced; SIGTERM or SIGINT is passed on to every child. Shutdown:
+stop claiming, let running handlers finish within the grace period, hand the
+unfinished leases back to pending, exit 0. See docs/protocol.md ("Worker").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+from django.db import connections
+
+from ..conf import get_config
+from ..connection import get_connection, reset_connection
+from .consumer import Consumer, Retention
+from .metronome import Metronome
+
+__all__ = ["Options", "Supervisor"]
+
+log = logging.getLogger("echomq.worker")
+
+
+@dataclass
+class Options:
+    """What runechomq was asked for; see the command's ``--help`` for each."""
+
+    queues: list[str]
+    concurrency: int = 4
+    processes: int = 1
+    burst: bool = False
+    metronome: bool = True
+    consumers: bool = True
+    max_jobs: int | None = None
+    lease_ms: int | None = None
+    shutdown_grace_ms: int | None = None
+
+
+class Supervisor:
+    """One runechomq process (and, with processes > 1, its children)."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.config = get_config()
+        self.stop = threading.Event()
+        self.signalled = 0
+        self.grace_s = (options.shutdown_grace_ms if options.shutdown_grace_ms is not None
+                        else self.config.shutdown_grace_ms) / 1000
+
+    # -- signals -----------------------------------------------------------
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signalled += 1
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        self.stop.set()
+
+    def _install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    # -- parts -------------------------------------------------------------
+
+    def _pump(self):
+        from ..repeat.pump import Pump
+
+        return Pump(get_connection()).pump
+
+    def _sync_schedules(self) -> None:
+        """Boot-time sync of the declared schedules (docs/repeat.md, "sync")."""
+        from ..api import registry
+        from ..repeat.sync import declared_schedules, sync
+
+        declared = declared_schedules(registry.schedules(), self.config.schedules)
+        if declared or self.config.prune_schedules:
+            report = sync(get_connection(), declared, prune=self.config.prune_schedules,
+                          queues=self.options.queues)
+            log.info("recurring schedules synced: %s",
+                     ", ".join(f"{k} {v}" for k, v in report.items() if v) or "nothing to do")
+
+    def _metronome(self) -> Metronome:
+        return Metronome(get_connection(), self.options.queues,
+                         batch=self.config.promote_batch, pump=self._pump(),
+                         max_stalls=self.config.max_stalls,
+                         dead_ttl_ms=self.config.dead_ttl_ms,
+                         keep_ms=self.config.result_ttl_ms, stop_event=threading.Event())
+
+    def _consumer(self) -> Consumer:
+        config = self.config
+        return Consumer(
+            get_connection(), self.options.queues,
+            concurrency=self.options.concurrency,
+            lease_ms=self.options.lease_ms or config.lease_ms,
+            retention=Retention(config.result_ttl_ms, config.dead_ttl_ms, config.dead_max),
+            burst=self.options.burst, max_jobs=self.options.max_jobs, stop=self.stop)
+
+    # -- run ---------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until stopped (or, in burst mode, until nothing is ready). Returns 0."""
+        self._install_signals()
+        opts = self.options
+        if opts.metronome:
+            self._sync_schedules()
+        log.info("runechomq: queues %s, %s", ", ".join(opts.queues), self._describe())
+        if opts.processes > 1 and opts.consumers:
+            self._supervise()
+        else:
+            self._run_here(metronome=opts.metronome, consumers=opts.consumers)
+        return 0
+
+    def _describe(self) -> str:
+        opts = self.options
+        parts = []
+        if opts.consumers:
+            parts.append(f"{opts.processes} process(es) x {opts.concurrency} thread(s)")
+        parts.append("metronome on" if opts.metronome else "metronome off")
+        if opts.burst:
+            parts.append("burst")
+        return ", ".join(parts)
+
+    def _run_here(self, *, metronome: bool, consumers: bool, replaceable: bool = False) -> None:
+        """Run the metronome and/or consumers as threads of this process."""
+        beat = None
+        if metronome:
+            beat = self._metronome()
+            if self.options.burst:
+                for queue in self.options.queues:
+                    beat.beat(queue)
+            else:
+                beat.start()
+        try:
+            if consumers:
+                self._run_consumer(replaceable=replaceable)
+            elif not self.options.burst:
+                while not self.stop.is_set():
+                    self.stop.wait(0.1)
+        finally:
+            if beat is not None:
+                beat.stop()
+                beat.join(2.0)
+
+    def _run_consumer(self, *, replaceable: bool = False) -> None:
+        consumer = self._consumer()
+        consumer.exit_on_timeout = replaceable
+        consumer.start()
+        # Wait in short steps so signal handlers run promptly in the main thread.
+        while consumer.alive() and not self.stop.is_set():
+            time.sleep(0.05)
+        released = consumer.shutdown(self.grace_s)
+        if released:
+            log.warning("handed %d unfinished job(s) back to pending", released)
+
+    # -- processes -----------------------------------------------------------
+    # The supervising parent never starts a thread and drops its sockets before
+    # every fork: forking a process that runs threads can copy a lock some
+    # thread holds, and the child would wait on it forever. So the metronome
+    # runs in a child of its own, like the consumers.
+
+    def _fork_child(self, role: str) -> int:
+        connections.close_all()
+        reset_connection(close=True)
+        pid = os.fork()
+        if pid:
+            return pid
+        code = 0
+        try:
+            self.stop = threading.Event()
+            self._install_signals()
+            if role == "metronome":
+                self._run_here(metronome=True, consumers=False)
+            else:
+                self._run_here(metronome=False, consumers=True, replaceable=True)
+        except BaseException:  # noqa: BLE001 - a child must never return into the parent's code
+            log.exception("%s process failed", role)
+            code = 1
+        finally:
+            logging.shutdown()
+            os._exit(code)
+        return 0  # unreachable
+
+    def _supervise(self) -> None:
+        roles = ["consumer"] * self.options.processes
+        if self.options.metronome and not self.options.burst:
+            roles.append("metronome")
+        elif self.options.metronome:
+            self._run_here(metronome=True, consumers=False)  # burst: one beat, no threads
+            reset_connection(close=True)
+        children = {self._fork_child(role): role for role in roles}
+        while children and not self.stop.is_set():
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                time.sleep(0.1)
+                continue
+            role = children.pop(pid, None)
+            if role is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            if role == "consumer" and code == 0 and (self.options.burst or self.options.max_jobs):
+                if not any(r == "consumer" for r in children.values()):
+                    break  # Every consumer drained its share: stop the metronome too.
+                continue
+            log.warning("%s process %d exited with %d; starting a new one", role, pid, code)
+            children[self._fork_child(role)] = role
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + self.grace_s + 5
+        while children and time.monotonic() < deadline:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid:
+                children.pop(pid, None)
+            else:
+                time.sleep(0.05)
+        for pid in children:
+            log.error("process %d did not stop in time; killing it", pid)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)

@@ -13,12 +13,14 @@ import json
 import time
 
 import pytest
+import redis
 
 from echomq_django import Backoff, JobContext, Jobs, Retry, Snooze
 from echomq_django.runtime.consumer import Consumer, Retention
 from echomq_django.exceptions import NoSuchJobError, StaleTokenError
 from echomq_django.protocol.ids import BrandedId
 from echomq_django.protocol.jobs import DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS
+from echomq_django.protocol import scripts
 from echomq_django.protocol.keyspace import Keyspace
 from tests.testapp import jobs as testjobs
 
@@ -107,42 +109,107 @@ ZOMBIE_CALLS = {
 }
 
 
+class _Captured(Exception):
+    """Raised by the recorder in place of running a script."""
+
+
+def wire_calls(monkeypatch, jobs, queue, claims, call) -> list[tuple[str, list, list]]:
+    """The (script, keys, args) each ``call(jobs, queue, claim)`` sends,
+    recorded through the real Jobs method without sending anything."""
+    calls = []
+
+    def capture(conn, name, keys, args):
+        calls.append((name, list(keys), list(args)))
+        raise _Captured
+
+    with monkeypatch.context() as patch:
+        patch.setattr(scripts, "run", capture)
+        for claim in claims:
+            with pytest.raises(_Captured):
+                call(jobs, queue, claim)
+    return calls
+
+
+def queue_state(client, ks, job_ids, minute: int) -> tuple[list, list]:
+    """Everything a lifecycle script may write in the queue (every row, the
+    four sets, the wake and beat lists, the token counter and the per-minute
+    counters around ``minute``), and, apart, each row's PTTL; one pipeline."""
+    pipe = client.pipeline(transaction=True)
+    for job_id in job_ids:
+        pipe.hgetall(ks.job(job_id))
+    for key in (ks.pending, ks.schedule, ks.active, ks.dead):
+        pipe.zrange(key, 0, -1, withscores=True)
+    for key in (ks.wake, ks.beat):
+        pipe.lrange(key, 0, -1)
+    pipe.get(ks.token)
+    for kind in ("done", "failed"):
+        for m in (minute - 1, minute, minute + 1):
+            pipe.get(ks.stats(kind, m))
+    for job_id in job_ids:
+        pipe.pttl(ks.job(job_id))
+    replies = pipe.execute()
+    return replies[:-len(job_ids)], replies[-len(job_ids):]
+
+
+def queue_unchanged(before, after) -> bool:
+    (b, b_ttls), (a, a_ttls) = before, after
+    # A PTTL only counts down; any write that sets an expiry moves it up.
+    return a == b and all((bt == at) if bt < 0 else (0 <= at <= bt)
+                          for bt, at in zip(b_ttls, a_ttls))
+
+
 @pytest.mark.slow
-def test_a_zombie_changes_nothing_in_1000_trials(jobs, redis_client, queue, ks, server_time_ms):
-    """A worker whose lease expired (claim with a 1 ms lease, lease lapses,
-    reap) cannot ack, retry, extend, snooze, dead, progress or release the job:
-    not while it waits in pending, not while another worker holds it, not
-    after that worker completed it. Every call is refused and changes nothing."""
+def test_a_zombie_changes_nothing_in_1000_trials(jobs, conn, redis_client, queue, ks,
+                                                 server_time_ms, monkeypatch):
+    """1,000 workers whose leases expired (claimed with a 1 ms lease, lease
+    lapsed, reaped) cannot ack, retry, extend, snooze, dead, progress or
+    release their jobs: not while they wait in pending, not while another
+    worker holds them, not after that worker completed them. Every call
+    (the real Jobs methods' script calls, 1,000 at a time in one pipeline) is
+    refused with EMQSTALE and changes nothing."""
     trials = 1000
-    changes: list[tuple[int, str, str]] = []
+    job_ids = [new_job(jobs, queue) for _ in range(trials)]
+    zombies = {}
+    for _ in job_ids:
+        claim = jobs.claim(queue, "zombie", 1)
+        zombies[claim.job_id] = claim
+    assert sorted(zombies) == sorted(job_ids)
+    reap_until(jobs, queue, count=trials)
+    changes: list[tuple[str, str]] = []
     refusals = 0
 
-    def attack(trial, zombie, phase, minute):
+    def attack(phase):
         nonlocal refusals
-        before = state(redis_client, ks, zombie.job_id, minute)
+        minute = server_time_ms() // 60_000
+        before = queue_state(redis_client, ks, job_ids, minute)
         for name, call in ZOMBIE_CALLS.items():
-            try:
-                call(jobs, queue, zombie)
-            except StaleTokenError:
+            pipe = conn.pipeline(transaction=False)
+            for script, keys, args in wire_calls(monkeypatch, jobs, queue, zombies.values(),
+                                                 call):
+                scripts._script(conn, script)(keys=keys, args=args, client=pipe)
+            for reply in pipe.execute(raise_on_error=False):
+                assert isinstance(reply, redis.ResponseError), (phase, name, reply)
+                assert isinstance(scripts.translate(reply), StaleTokenError), (phase, name)
                 refusals += 1
-            after = state(redis_client, ks, zombie.job_id, minute)
-            if not unchanged(before, after):
-                changes.append((trial, phase, name))
+            after = queue_state(redis_client, ks, job_ids, minute)
+            if not queue_unchanged(before, after):
+                changes.append((phase, name))
             before = after
 
-    for trial in range(trials):
-        zombie = claimed(jobs, queue, lease_ms=1, consumer="zombie")
-        reap_until(jobs, queue)
-        minute = server_time_ms() // 60_000
-        attack(trial, zombie, "pending after reap", minute)
-        heir = jobs.claim(queue, "heir", 60_000)
-        assert heir.job_id == zombie.job_id and heir.attempts == 2
-        assert heir.token != zombie.token
-        attack(trial, zombie, "held by the heir", minute)
+    attack("pending after reap")
+    heirs = {}
+    for _ in job_ids:
+        heir = jobs.claim(queue, "heir", 600_000)
+        assert heir.attempts == 2 and heir.token != zombies[heir.job_id].token
+        heirs[heir.job_id] = heir
+    assert sorted(heirs) == sorted(job_ids)
+    attack("held by the heir")
+    for heir in heirs.values():
         assert jobs.ack(queue, heir.job_id, heir.token, {"by": "heir"},
                         keep_ms=3_600_000) == "done"
-        attack(trial, zombie, "done by the heir", minute)
-        row = jobs.get(queue, zombie.job_id)
+    attack("done by the heir")
+    for job_id in job_ids:
+        row = jobs.get(queue, job_id)
         assert (row.state, row.result_value, row.attempts, row.stalls, row.consumer) == \
             ("done", {"by": "heir"}, 2, 1, "heir")
     assert changes == []

@@ -344,8 +344,8 @@ def test_a_cancel_while_running_is_seen_and_ends_cancelled_without_retry(
 @pytest.mark.slow
 def test_thread_mode_fails_an_overdue_job_while_its_thread_still_sleeps(
         conn, queue, redis_client, worker_procs):
-    once = testjobs.overrun.using(queue=queue).enqueue(f"{queue}:once", 3)
-    twice = testjobs.overrun_twice.using(queue=queue).enqueue(f"{queue}:twice", 3)
+    once = testjobs.overrun.using(queue=queue).enqueue(f"{queue}:once", 1.5)
+    twice = testjobs.overrun_twice.using(queue=queue).enqueue(f"{queue}:twice", 1.5)
     proc = start(worker_procs, queue, "--concurrency", "4")
     wait_for(lambda: state_of(conn, queue, once.job_id) == "dead")
     assert redis_client.get(f"{queue}:once:finished") is None, "the handler was not overdue"

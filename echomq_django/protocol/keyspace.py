@@ -73,6 +73,13 @@ class Keyspace:
         """STRING, present while the queue is paused: claim serves nothing."""
         return self.base + "paused"
 
+    def stop(self, worker_id: str) -> str:
+        """LIST: stop markers for one runechomq process's blocked waits on this
+        queue (its idle consumers and metronome listener BLPOP it beside their
+        wake or beat list), so a shutdown never waits out a blocking timeout.
+        Pushed at shutdown with a short expiry."""
+        return f"{self.base}stop:{worker_id}"
+
     def stats(self, kind: str, minute: int) -> str:
         """STRING counter of ``kind`` ("done" or "failed") in one minute
         (``minute`` = server ms // 60000); scripts INCR it and it expires on

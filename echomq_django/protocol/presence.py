@@ -13,7 +13,7 @@ import json
 from ..rules import check_int, check_queue_name
 from . import keyspace, scripts
 
-__all__ = ["Presence"]
+__all__ = ["Presence", "signal_stop", "STOP_TTL_MS"]
 
 
 class Presence:
@@ -39,3 +39,21 @@ class Presence:
         """Withdraw process ``worker_id``'s announcement."""
         scripts.run(self.conn, "presence/retire",
                     [keyspace.WORKERS, keyspace.worker(worker_id)], [worker_id])
+
+
+#: How long an unread stop marker lives (ms).
+STOP_TTL_MS = 60_000
+
+
+def signal_stop(conn, keys: list[str], markers: int) -> None:
+    """Push ``markers`` stop markers onto each of ``keys`` (``Keyspace.stop``),
+    expiring after :data:`STOP_TTL_MS`, to wake this process's blocked waits
+    at shutdown. Never raises: a server that is gone has nobody to wake."""
+    try:
+        pipe = conn.pipeline(transaction=False)
+        for key in keys:
+            pipe.lpush(key, *(["1"] * markers))
+            pipe.pexpire(key, STOP_TTL_MS)
+        pipe.execute()
+    except Exception:  # noqa: BLE001
+        pass

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ import traceback
 from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
+from ..protocol.presence import signal_stop
 from ..protocol.records import Claim
 from .lease_keeper import LeaseKeeper, Slot, Slots, process_name
 from .outcome import Retention, Runner
@@ -29,7 +31,8 @@ __all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S"]
 
 log = logging.getLogger("echomq.consumer")
 
-#: How long an idle thread blocks on the wake lists before it re-checks stop.
+#: How long an idle thread blocks on the wake lists before it claims again
+#: (a safety net for a lost marker; shutdown wakes it at once).
 IDLE_BLOCK_S = 1.0
 #: Exit code of a consumer process that replaced itself after a time limit.
 EXIT_TIMEOUT = 75
@@ -59,14 +62,17 @@ class Consumer:
         self.jobs = Jobs(conn)
         self.conn = conn
         self.queues = list(queues)
-        self.wake_keys = [Keyspace(q).wake for q in self.queues]
+        self.name = process_name()
+        # Idle threads block on the wake lists and on this process's stop
+        # list, which shutdown pushes to, so stopping never waits out a timeout.
+        self.stop_key = Keyspace(self.queues[0]).stop(f"{self.name}:{secrets.token_hex(4)}")
+        self.wait_keys = [*(Keyspace(q).wake for q in self.queues), self.stop_key]
         self.concurrency = concurrency
         self.lease_ms = lease_ms
         self.retention = retention
         self.burst = burst
         self.max_jobs = max_jobs
         self.stop = stop or threading.Event()
-        self.name = process_name()
         self.slots = Slots()
         self.runner = Runner(self.jobs, lease_ms=lease_ms, retention=retention, slots=self.slots)
         #: Process mode: replace this process when a job overruns its time limit.
@@ -108,6 +114,7 @@ class Consumer:
         every unfinished lease back to pending (``release``). Returns how many
         leases were handed back."""
         self.stop.set()
+        signal_stop(self.conn, [self.stop_key], self.concurrency)
         deadline = time.monotonic() + grace_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -179,7 +186,7 @@ class Consumer:
                 if claim is None:
                     if self.burst:
                         return
-                    self.conn.blpop(self.wake_keys, timeout=IDLE_BLOCK_S)
+                    self.conn.blpop(self.wait_keys, timeout=IDLE_BLOCK_S)
                     continue
             except Exception:  # noqa: BLE001 - a lost connection must not kill the thread
                 log.exception("claim failed; retrying in 1 s")

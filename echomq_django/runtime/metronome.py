@@ -16,11 +16,15 @@ See docs/protocol.md ("Metronome").
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 import threading
 from typing import Callable
 
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
+from ..protocol.presence import signal_stop
 
 log = logging.getLogger("echomq.metronome")
 
@@ -60,6 +64,10 @@ class Metronome:
         self.stop_event = stop_event or threading.Event()
         self._wakers = {q: threading.Event() for q in self.queues}
         self._threads: list[threading.Thread] = []
+        # Each listener blocks on its beat list and on this metronome's stop
+        # list, which stop() pushes to.
+        me = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._stop_keys = {q: Keyspace(q).stop(me) for q in self.queues}
 
     def start(self) -> None:
         """Start a ticker and a listener thread per queue (daemons)."""
@@ -71,10 +79,12 @@ class Metronome:
                 self._threads.append(thread)
 
     def stop(self) -> None:
-        """Stop beating; returns at once (threads end within LISTEN_BLOCK_S)."""
+        """Stop beating; returns at once (the threads are woken and end soon)."""
         self.stop_event.set()
         for waker in self._wakers.values():
             waker.set()
+        if self._threads:
+            signal_stop(self.conn, list(self._stop_keys.values()), 1)
 
     def join(self, timeout: float | None = None) -> None:
         """Wait up to ``timeout`` s per thread for the beat threads to end."""
@@ -124,11 +134,11 @@ class Metronome:
                 waker.wait(delay_s + 0.0005)
 
     def _listen_loop(self, queue: str) -> None:
-        key = Keyspace(queue).beat
+        keys = [Keyspace(queue).beat, self._stop_keys[queue]]
         waker = self._wakers[queue]
         while not self.stop_event.is_set():
             try:
-                if self.conn.blpop([key], timeout=LISTEN_BLOCK_S):
+                if self.conn.blpop(keys, timeout=LISTEN_BLOCK_S):
                     waker.set()
             except Exception:  # noqa: BLE001
                 log.exception("metronome listener for queue %s failed; retrying in 1 s", queue)

@@ -1,1 +1,1 @@
-"""manage.py commands: echomq_server, runechomq."""
+"""manage.py commands: runechomq, echomq_schedules, echomq_server."""

@@ -23,7 +23,7 @@ from .exceptions import PayloadTooLargeError
 __all__ = [
     "MAX_MS", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int", "check_int", "check_ms",
     "optional_count", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
-    "to_ms", "check_payload_text", "check_backoff",
+    "to_ms", "check_payload_text", "check_backoff", "json_text",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -137,6 +137,18 @@ def to_ms(name: str, value: Any) -> int:
     if is_int(value):
         return value
     raise TypeError(f"{name} must be a timedelta or an int of ms, got {type(value).__name__}")
+
+
+def json_text(name: str, value: Any) -> str:
+    """``value`` as compact JSON text.
+
+    Raises:
+        TypeError: ``value`` is not JSON-serialisable (NaN and Infinity included).
+    """
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be JSON-serialisable: {err}") from None
 
 
 def _no_constant(name: str) -> None:

@@ -22,9 +22,13 @@ from echomq_django import Jobs
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def runechomq(queue, *args, **popen):
-    """Start runechomq serving ``queue``; stdout and stderr are one text pipe."""
+def runechomq(queue, *args, url=None, **popen):
+    """Start runechomq serving ``queue``; stdout and stderr are one text pipe.
+    ``url``: another server than the session's (a throwaway one), for the
+    process and the test jobs it runs."""
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
+    if url is not None:
+        env["ECHOMQ_TEST_SERVER_URL"] = url
     return subprocess.Popen(
         [sys.executable, "-m", "django", "runechomq", queue, *args],
         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -372,7 +372,7 @@ def test_bulk_scripts_leave_letters_newer_than_the_cutoff(conn, queue, redis_cli
     assert sorted(redis_client.zrange(ks.dead, 0, -1)) == sorted(newer)
     removed, _ = scripts.run(conn, "admin/purge_dead", [ks.dead], [ks.base, 1000, cutoff])
     assert removed == 0
-    with pytest.raises(ValueError, match="batch must be in 1..1000"):
+    with pytest.raises(ValueError, match="batch must be an integer in 1..1000"):
         scripts.run(conn, "admin/purge_dead", [ks.dead], [ks.base, 1001, ""])
 
 

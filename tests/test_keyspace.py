@@ -11,7 +11,7 @@ JOB_ID = "JOB01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 def _all_keys(ks: Keyspace) -> list[str]:
     return [
-        ks.pending, ks.schedule, ks.active, ks.dead, ks.repeat, ks.token, ks.wake, ks.beat,
+        ks.pending, ks.schedule, ks.active, ks.dead, ks.repeat, ks.claims, ks.wake, ks.beat,
         ks.job(JOB_ID), ks.repeat_record("nightly"), ks.lane_pending("tenant-7"),
     ]
 
@@ -25,7 +25,7 @@ def test_exact_key_names():
     assert ks.active == "emq:{mail}:active"
     assert ks.dead == "emq:{mail}:dead"
     assert ks.repeat == "emq:{mail}:repeat"
-    assert ks.token == "emq:{mail}:token"
+    assert ks.claims == "emq:{mail}:claims"
     assert ks.wake == "emq:{mail}:wake"
     assert ks.beat == "emq:{mail}:beat"
     assert ks.job(JOB_ID) == f"emq:{{mail}}:job:{JOB_ID}"

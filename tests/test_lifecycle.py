@@ -79,7 +79,7 @@ def state(client, ks, job_id, minute: int) -> tuple[dict, int]:
         pipe.zrange(key, 0, -1, withscores=True)
     for key in (ks.wake, ks.beat):
         pipe.lrange(key, 0, -1)
-    pipe.get(ks.token)
+    pipe.hgetall(ks.claims)
     for kind in ("done", "failed"):
         for m in (minute - 1, minute, minute + 1):
             pipe.get(ks.stats(kind, m))
@@ -141,7 +141,7 @@ def queue_state(client, ks, job_ids, minute: int) -> tuple[list, list]:
         pipe.zrange(key, 0, -1, withscores=True)
     for key in (ks.wake, ks.beat):
         pipe.lrange(key, 0, -1)
-    pipe.get(ks.token)
+    pipe.hgetall(ks.claims)
     for kind in ("done", "failed"):
         for m in (minute - 1, minute, minute + 1):
             pipe.get(ks.stats(kind, m))

@@ -20,7 +20,8 @@ PROTOCOL_SCRIPTS = ["jobs/ack", "jobs/claim", "jobs/dead", "jobs/enqueue", "queu
                     "queues/promote", "queues/reap", "jobs/release", "jobs/retry", "jobs/schedule"]
 SCRIPTS = scripts.script_names()
 #: KEYS header labels that name a Keyspace attribute (``job`` is ``ks.job(id)``).
-KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "token", "wake", "beat", "job", "repeat_record", "paused",
+KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "claims", "wake", "beat", "job",
+              "repeat_record", "paused",
               "workers", "worker", "queues"}
 
 
@@ -107,7 +108,7 @@ def test_key_or_arg_count_mismatch_raises_type_error_and_writes_nothing(
 ):
     ks = Keyspace(queue)
     job_id = BrandedId.generate()
-    keys = [ks.job(job_id), ks.pending, ks.wake, ks.token][: 3 + keys_delta]
+    keys = [ks.job(job_id), ks.pending, ks.wake, ks.claims][: 3 + keys_delta]
     args = [job_id, "{}", WAKE_CAP, "extra"][: 3 + args_delta]
     with pytest.raises(TypeError, match=r"jobs/enqueue\.lua takes KEYS \['job', 'pending', 'wake'\]"):
         scripts.run(conn, "jobs/enqueue", keys, args)
@@ -118,7 +119,8 @@ def test_run_returns_str_not_bytes(conn, queue):
     ks = Keyspace(queue)
     job_id = BrandedId.generate()
     Jobs(conn).enqueue(queue, job_id, '{"a": 1}')
-    reply = scripts.run(conn, "jobs/claim", keys_for("jobs/claim", ks), [ks.base, "me", 1000, WAKE_CAP])
+    reply = scripts.run(conn, "jobs/claim", keys_for("jobs/claim", ks),
+                        [ks.base, "me", 1000, WAKE_CAP, "t1"])
     assert reply[0] == job_id
     assert all(not isinstance(part, bytes) for part in reply)
 
@@ -251,7 +253,7 @@ def test_run_raises_the_mapped_exception_from_a_real_script(conn, queue):
         scripts.run(conn, "jobs/enqueue", [ks.job(job_id), ks.pending, ks.wake], [job_id, "{}", 1])
     with pytest.raises(exceptions.StaleTokenError, match="job row does not exist"):
         job_id = BrandedId.generate()
-        scripts.run(conn, "jobs/ack", [ks.job(job_id), ks.active],
+        scripts.run(conn, "jobs/ack", [ks.job(job_id), ks.active, ks.claims],
                     [job_id, "1", "", 1000, ks.base, 60_000])
 
 
@@ -310,7 +312,8 @@ def _base_cases(jobs: Jobs, queue: str):
         "queues/promote": (keys_for("queues/promote", ks), lambda base: [base, 1000, WAKE_CAP]),
         "queues/reap": (keys_for("queues/reap", ks), lambda base: [base, 1000, WAKE_CAP, 1, 60_000, 60_000,
                                                     60_000]),
-        "jobs/claim": (keys_for("jobs/claim", ks), lambda base: [base, "w", 60_000, WAKE_CAP]),
+        "jobs/claim": (keys_for("jobs/claim", ks),
+                       lambda base: [base, "w", 60_000, WAKE_CAP, "t1"]),
         "jobs/dead": (keys_for("jobs/dead", ks, dying.job_id),
                  lambda base: [dying.job_id, dying.token, "failed", "err", base, 60_000, 1,
                                60_000, 60_000]),
@@ -344,3 +347,122 @@ def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
     # The right base does work, so the refusal above was about the base alone.
     scripts.run(conn, name, keys, build_args(Keyspace(queue).base))
     assert snapshot(redis_client, queue_pattern(queue)) != before
+
+
+# -- every script checks every argument before its first write (issue 9, item 11) ------
+
+#: ARGV labels that carry a number; each script refuses garbage in them.
+NUMERIC_ARGV = {"keep_ms", "stats_ttl_ms", "delay_ms", "dead_ttl_ms", "dead_max", "lease_ms",
+                "wake_cap", "batch", "max_stalls", "percent", "value", "ttl_ms", "cutoff_ms"}
+
+
+def _writing_calls(conn, redis_client, queue):
+    """script -> (keys, args) that would write, each against a queue set up so."""
+    jobs = Jobs(conn)
+    ks = Keyspace(queue)
+    base = ks.base
+    ids = [BrandedId.generate() for _ in range(12)]
+    for job_id in ids[:10]:
+        jobs.enqueue(queue, job_id, "{}")
+    held = [jobs.claim(queue, "w", 60_000) for _ in range(8)]
+    expiring = jobs.claim(queue, "w", 1)
+    fresh = ids[10]
+    jobs.enqueue_in(queue, ids[11], "{}", 0)
+    dying = held[7]
+    jobs.dead(queue, dying.job_id, dying.token, "failed")
+    paused = Keyspace(queue + "-p").paused    # resume's queue; claim's is not paused
+    redis_client.set(paused, 1)
+    time.sleep(0.01)
+    a, r, s, d, x, p, rel = held[:7]
+    return {
+        "jobs/enqueue": ([ks.job(fresh), ks.pending, ks.wake], [fresh, "{}", WAKE_CAP]),
+        "jobs/schedule": ([ks.job(fresh), ks.schedule, ks.beat], [fresh, "{}", "in", 10]),
+        "jobs/ack": ([ks.job(a.job_id), ks.active, ks.claims],
+                     [a.job_id, a.token, "", 60_000, base, 60_000]),
+        "jobs/retry": ([ks.job(r.job_id), ks.active, ks.claims, ks.schedule, ks.beat],
+                       [r.job_id, r.token, 10, "e", base, 60_000, 60_000]),
+        "jobs/snooze": ([ks.job(s.job_id), ks.active, ks.claims, ks.schedule, ks.beat],
+                        [s.job_id, s.token, 10, 60_000]),
+        "jobs/dead": ([ks.job(d.job_id), ks.active, ks.claims, ks.dead],
+                      [d.job_id, d.token, "failed", "e", base, 60_000, 10, 60_000, 60_000]),
+        "jobs/extend": ([ks.job(x.job_id), ks.active, ks.beat], [x.job_id, x.token, 60_000]),
+        "jobs/progress": ([ks.job(p.job_id)], [p.job_id, p.token, 50, "m"]),
+        "jobs/release": ([ks.job(rel.job_id), ks.active, ks.claims, ks.pending, ks.wake],
+                         [rel.job_id, rel.token, WAKE_CAP, 60_000]),
+        "jobs/cancel": ([ks.job(ids[9]), ks.pending, ks.schedule], [ids[9], 60_000]),
+        "jobs/claim": ([ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused],
+                       [base, "w", 60_000, WAKE_CAP, "tok-claim"]),
+        "queues/promote": ([ks.schedule, ks.pending, ks.wake], [base, 10, WAKE_CAP]),
+        "queues/reap": ([ks.active, ks.pending, ks.wake, ks.dead, ks.claims],
+                        [base, 10, WAKE_CAP, 1, 60_000, 60_000, 60_000]),
+        "queues/resume": ([paused, Keyspace(queue + "-p").pending, Keyspace(queue + "-p").wake],
+                          [WAKE_CAP]),
+        "admin/run_now": ([ks.job(ids[11]), ks.schedule, ks.pending, ks.wake],
+                          [ids[11], WAKE_CAP]),
+        "admin/retry_dead": ([ks.job(dying.job_id), ks.dead, ks.pending, ks.wake],
+                             [dying.job_id, WAKE_CAP]),
+        "admin/retry_all_dead": ([ks.dead, ks.pending, ks.wake], [base, 10, "", WAKE_CAP]),
+        "admin/purge_dead": ([ks.dead], [base, 10, ""]),
+    }, expiring
+
+
+GARBAGE = ["x", "-5", "1.5", "", "1e400", "1e17", "nan"]
+
+
+def test_every_numeric_argument_is_covered_here():
+    covered = {"jobs/claim", "jobs/enqueue", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze",
+               "jobs/dead", "jobs/extend", "jobs/progress", "jobs/release", "jobs/cancel",
+               "queues/promote", "queues/reap", "queues/resume", "admin/run_now",
+               "admin/retry_dead", "admin/retry_all_dead", "admin/purge_dead"}
+    takes_numbers = {n for n in SCRIPTS if not n.startswith(("repeat/", "presence/"))
+                     and NUMERIC_ARGV & set(scripts.source(n).argv)}
+    assert takes_numbers <= covered, takes_numbers - covered
+
+
+@pytest.mark.parametrize("name", sorted([
+    "jobs/claim", "jobs/enqueue", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
+    "jobs/extend", "jobs/progress", "jobs/release", "jobs/cancel", "queues/promote",
+    "queues/reap", "queues/resume", "admin/run_now", "admin/retry_dead",
+    "admin/retry_all_dead", "admin/purge_dead"]))
+def test_garbage_in_a_numeric_argument_is_refused_before_any_write(
+        conn, redis_client, queue, name):
+    calls, _ = _writing_calls(conn, redis_client, queue)
+    keys, args = calls[name]
+    src = scripts.source(name)
+    numeric = [i for i, label in enumerate(src.argv) if label in NUMERIC_ARGV]
+    assert numeric, name
+    def state():  # resume's queue is queue-p
+        return {**snapshot(redis_client, queue_pattern(queue)),
+                **snapshot(redis_client, queue_pattern(queue + "-p"))}
+
+    before = state()
+    for i in numeric:
+        for bad in GARBAGE:
+            if src.argv[i] == "cutoff_ms" and bad == "":
+                continue  # '' means the server's now there
+            broken = list(args)
+            broken[i] = bad
+            with pytest.raises(ValueError, match="EMQARG|must be an integer") as info:
+                scripts.run(conn, name, keys, broken)
+            assert src.argv[i] in str(info.value), (name, bad, info.value)
+            assert state() == before, (name, i, bad)
+    # The call as built does write, so the refusals above were about the garbage.
+    scripts.run(conn, name, keys, args)
+    assert state() != before
+
+
+@pytest.mark.parametrize("name", ["jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
+                                  "jobs/extend", "jobs/progress", "jobs/release",
+                                  "jobs/cancel", "jobs/enqueue", "admin/run_now",
+                                  "admin/retry_dead"])
+def test_a_row_key_that_does_not_name_the_job_is_refused(conn, redis_client, queue, name):
+    calls, _ = _writing_calls(conn, redis_client, queue)
+    keys, args = calls[name]
+    before = snapshot(redis_client, queue_pattern(queue))
+    wrongs = [Keyspace(queue).job("JOBOTHER")]
+    if len(keys) > 1:  # another queue's row is told by the queue's other keys
+        wrongs.append(Keyspace("elsewhere").job(args[0]))
+    for wrong in wrongs:
+        with pytest.raises(ValueError, match="is not the row of job"):
+            scripts.run(conn, name, [wrong, *keys[1:]], args)
+        assert snapshot(redis_client, queue_pattern(queue)) == before

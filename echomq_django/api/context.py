@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import time
 
+import redis
+
+from ..connection.resilience import Outage, passing, persist
 from ..exceptions import StaleTokenError
+
+#: How long a checkpoint (extend, progress) rides out a dropped connection (s).
+CHECKPOINT_PERSIST_S = 5.0
 
 
 class JobContext:
@@ -25,8 +31,10 @@ class JobContext:
 
     def __init__(self, jobs, claim, *, lease_ms: int, snoozes: int = 0,
                  scheduled_for_ms: int | None = None, missed: int = 0,
-                 timeout_ms: int | None = None, extra: dict | None = None) -> None:
+                 timeout_ms: int | None = None, extra: dict | None = None,
+                 outage: Outage | None = None) -> None:
         self._jobs = jobs
+        self._outage = outage or Outage()
         self._lease_ms = lease_ms
         self._started = time.monotonic()
         self._cancelled = False
@@ -48,8 +56,13 @@ class JobContext:
         if not self._cancelled:
             if self.timeout_ms is not None and self.elapsed_ms() > self.timeout_ms:
                 self._cancelled = True
-            elif self._jobs.cancel_requested(self.queue, self.job_id):
-                self._cancelled = True
+            else:
+                try:
+                    self._cancelled = self._jobs.cancel_requested(self.queue, self.job_id)
+                except redis.RedisError as err:
+                    if not passing(err):
+                        raise
+                    # Unknown for now (the server is out of reach): the next check sees it.
         return self._cancelled
 
     def elapsed_ms(self) -> int:
@@ -63,8 +76,10 @@ class JobContext:
         Raises StaleTokenError when this worker no longer holds the lease (the
         handler should stop: another worker owns the job).
         """
-        deadline = self._jobs.extend(self.queue, self.job_id, self.token,
-                                     lease_ms or self._lease_ms)
+        deadline = persist(lambda: self._jobs.extend(self.queue, self.job_id, self.token,
+                                                     lease_ms or self._lease_ms),
+                           deadline=time.monotonic() + CHECKPOINT_PERSIST_S,
+                           outage=self._outage)
         self.lease_deadline_ms = deadline
         return deadline
 
@@ -75,7 +90,9 @@ class JobContext:
         Raises ValueError for a percent outside 0..100; StaleTokenError when
         the lease was lost.
         """
-        if self._jobs.progress(self.queue, self.job_id, self.token, percent, message):
+        if persist(lambda: self._jobs.progress(self.queue, self.job_id, self.token, percent,
+                                               message),
+                   deadline=time.monotonic() + CHECKPOINT_PERSIST_S, outage=self._outage):
             self._cancelled = True
 
     def __repr__(self) -> str:

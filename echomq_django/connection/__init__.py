@@ -41,7 +41,7 @@ from django.dispatch import receiver
 
 from ..conf import Config, get_config
 
-__all__ = ["get_connection", "reset_connection"]
+__all__ = ["get_connection", "reset_connection", "describe"]
 
 _lock = threading.Lock()
 # (pid, config, client): valid while the pid matches and get_config() returns
@@ -84,6 +84,22 @@ def get_connection() -> redis.Redis:
         client = _build(config)
         _cached = (pid, config, client)
         return client
+
+
+def describe(client: Any) -> str:
+    """Where ``client`` points, for a log line or an error message, without
+    its password: ``redis://host:port/db`` or ``unix:///path?db=N``."""
+    try:
+        kwargs = client.connection_pool.connection_kwargs
+    except AttributeError:
+        return repr(client)
+    db = kwargs.get("db", 0)
+    if kwargs.get("path"):
+        return f"unix://{kwargs['path']}?db={db}"
+    scheme = "rediss" if kwargs.get("ssl") or "SSL" in type(
+        client.connection_pool.connection_class).__name__.upper() else "redis"
+    user = f"{kwargs['username']}@" if kwargs.get("username") else ""
+    return f"{scheme}://{user}{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
 
 
 def reset_connection(close: bool = False) -> None:

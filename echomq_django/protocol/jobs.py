@@ -11,7 +11,6 @@ mirror seed 001 (``EchoMQ.Jobs``). Queue-wide control (pause, resume) is
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .. import rules
@@ -19,6 +18,7 @@ from ..rules import check_int, check_job_id, check_str
 from . import scripts
 from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
 from .records import Claim, JobRow, Outcome
+from .tokens import new_token
 
 __all__ = ["Jobs", "DEFAULT_KEEP_MS", "DEFAULT_DEAD_TTL_MS", "DEFAULT_DEAD_MAX",
            "DEFAULT_MAX_STALLS", "DEFAULT_MAX_PAYLOAD_BYTES"]
@@ -114,7 +114,8 @@ class Jobs:
         check_int("max_stalls", max_stalls, 0, 1_000_000)
         check_int("dead_ttl_ms", dead_ttl_ms, 1)
         check_int("keep_ms", keep_ms, 1)
-        return scripts.run(self.conn, "queues/reap", [ks.active, ks.pending, ks.wake, ks.dead],
+        return scripts.run(self.conn, "queues/reap",
+                           [ks.active, ks.pending, ks.wake, ks.dead, ks.claims],
                            [ks.base, batch, WAKE_CAP, max_stalls, dead_ttl_ms, STATS_TTL_MS,
                             keep_ms])
 
@@ -122,22 +123,30 @@ class Jobs:
         """Return ``(server_now_ms, next_ms)``: the earliest head of schedule,
         active (lease deadlines) and repeat, or None when all three are empty."""
         ks = Keyspace(queue)
-        now, next_ms = scripts.run(self.conn, "queues/horizon", [ks.schedule, ks.active, ks.repeat], [])
+        now, next_ms = scripts.run(self.conn, "queues/horizon",
+                                   [ks.schedule, ks.active, ks.repeat], [])
         return int(now), (None if int(next_ms) == -1 else int(next_ms))
 
     # -- a consumer's work -----------------------------------------------
 
-    def claim(self, queue: str, consumer: str, lease_ms: int) -> Claim | None:
+    def claim(self, queue: str, consumer: str, lease_ms: int,
+              token: str | None = None) -> Claim | None:
         """Pop the oldest pending job and lease it for ``lease_ms`` (server clock).
 
-        Returns a :class:`Claim` (fresh fencing token, attempts + 1) or None when
-        ``pending`` is empty.
+        ``token`` fences the lease (default: a fresh one from
+        :func:`~echomq_django.protocol.tokens.new_token`; never reuse one).
+        Repeating a claim with the same token, e.g. after a lost reply,
+        answers the same lease (protocol.md, "claim"). Returns a
+        :class:`Claim` (attempts + 1) or None when ``pending`` is empty or the
+        queue is paused.
         """
         ks = Keyspace(queue)
         check_str("consumer", consumer)
         check_int("lease_ms", lease_ms, 1)
-        reply = scripts.run(self.conn, "jobs/claim", [ks.pending, ks.active, ks.token, ks.wake, ks.beat, ks.paused],
-                            [ks.base, consumer, lease_ms, WAKE_CAP])
+        token = new_token() if token is None else check_str("token", token)
+        reply = scripts.run(self.conn, "jobs/claim",
+                            [ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused],
+                            [ks.base, consumer, lease_ms, WAKE_CAP, token])
         if reply is None:
             return None
         job_id, token, payload, attempts, deadline, now, snoozes = reply
@@ -150,13 +159,15 @@ class Jobs:
 
         ``result`` must be JSON-serialisable (stored as JSON text). Returns
         ``"done"``, or ``"cancelled"`` when a cancel was requested while it ran
-        (protocol.md, "ack"). Raises StaleTokenError when ``token`` no longer
+        (protocol.md, "ack"). Repeating an ack whose reply was lost answers
+        the recorded outcome. Raises StaleTokenError when ``token`` no longer
         holds the lease (nothing changes); TypeError for a non-JSON result.
         """
         ks = Keyspace(queue)
-        text = "" if result is None else _to_json("result", result)
+        check_job_id(job_id)
+        text = "" if result is None else rules.json_text("result", result)
         check_int("keep_ms", keep_ms, 1)
-        _, state = scripts.run(self.conn, "jobs/ack", [ks.job(job_id), ks.active],
+        _, state = scripts.run(self.conn, "jobs/ack", [ks.job(job_id), ks.active, ks.claims],
                                [job_id, check_str("token", token), text, keep_ms, ks.base,
                                 STATS_TTL_MS])
         return state
@@ -170,10 +181,11 @@ class Jobs:
         no longer holds the lease (nothing changes).
         """
         ks = Keyspace(queue)
+        check_job_id(job_id)
         check_int("delay_ms", delay_ms, 0)
         check_int("keep_ms", keep_ms, 1)
         _, state = scripts.run(
-            self.conn, "jobs/retry", [ks.job(job_id), ks.active, ks.schedule, ks.beat],
+            self.conn, "jobs/retry", [ks.job(job_id), ks.active, ks.claims, ks.schedule, ks.beat],
             [job_id, check_str("token", token), delay_ms, str(error), ks.base, STATS_TTL_MS,
              keep_ms])
         return state
@@ -188,10 +200,11 @@ class Jobs:
         ``token`` no longer holds the lease (nothing changes).
         """
         ks = Keyspace(queue)
+        check_job_id(job_id)
         check_int("delay_ms", delay_ms, 0)
         check_int("keep_ms", keep_ms, 1)
         _, state = scripts.run(self.conn, "jobs/snooze",
-                               [ks.job(job_id), ks.active, ks.schedule, ks.beat],
+                               [ks.job(job_id), ks.active, ks.claims, ks.schedule, ks.beat],
                                [job_id, check_str("token", token), delay_ms, keep_ms])
         return state
 
@@ -207,6 +220,7 @@ class Jobs:
         for a percent outside 0..100.
         """
         ks = Keyspace(queue)
+        check_job_id(job_id)
         check_int("percent", percent, 0, 100)
         if not isinstance(message, str):
             raise TypeError(f"message must be a str, got {type(message).__name__}")
@@ -215,7 +229,7 @@ class Jobs:
 
     def cancel_requested(self, queue: str, job_id: str) -> bool:
         """True when a cancel was requested for the (running) job."""
-        return scripts.decode(self.conn.hget(Keyspace(queue).job(job_id),
+        return scripts.decode(self.conn.hget(Keyspace(queue).job(check_job_id(job_id)),
                                              "cancel_requested")) == "1"
 
     def dead(self, queue: str, job_id: str, token: str, reason: str, error: str = "",
@@ -229,11 +243,12 @@ class Jobs:
         ``token`` no longer holds the lease.
         """
         ks = Keyspace(queue)
+        check_job_id(job_id)
         check_int("dead_ttl_ms", dead_ttl_ms, 1)
         check_int("dead_max", dead_max, 1)
         check_int("keep_ms", keep_ms, 1)
         _, state = scripts.run(
-            self.conn, "jobs/dead", [ks.job(job_id), ks.active, ks.dead],
+            self.conn, "jobs/dead", [ks.job(job_id), ks.active, ks.claims, ks.dead],
             [job_id, check_str("token", token), check_str("reason", reason), str(error),
              ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS, keep_ms])
         return state
@@ -245,9 +260,14 @@ class Jobs:
         ``token`` no longer holds the lease (nothing changes).
         """
         ks = Keyspace(queue)
+        check_job_id(job_id)
         check_int("lease_ms", lease_ms, 1)
         return scripts.run(self.conn, "jobs/extend", [ks.job(job_id), ks.active, ks.beat],
                            [job_id, check_str("token", token), lease_ms])
+
+    def extend_lock(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
+        """The source documents' name for the lease checkpoint: :meth:`extend`."""
+        return self.extend(queue, job_id, token, lease_ms)
 
     def release(self, queue: str, job_id: str, token: str,
                 keep_ms: int = DEFAULT_KEEP_MS) -> str:
@@ -259,8 +279,10 @@ class Jobs:
         StaleTokenError when ``token`` no longer holds the lease.
         """
         ks = Keyspace(queue)
+        check_job_id(job_id)
         check_int("keep_ms", keep_ms, 1)
-        code = scripts.run(self.conn, "jobs/release", [ks.job(job_id), ks.active, ks.pending, ks.wake],
+        code = scripts.run(self.conn, "jobs/release",
+                           [ks.job(job_id), ks.active, ks.claims, ks.pending, ks.wake],
                            [job_id, check_str("token", token), WAKE_CAP, keep_ms])
         return "cancelled" if int(code) == 2 else "pending"
 
@@ -278,7 +300,7 @@ class Jobs:
         ks = Keyspace(queue)
         check_int("keep_ms", keep_ms, 1)
         code = scripts.run(self.conn, "jobs/cancel",
-                           [ks.job(check_str("job_id", job_id)), ks.pending, ks.schedule],
+                           [ks.job(check_job_id(job_id)), ks.pending, ks.schedule],
                            [job_id, keep_ms])
         return {1: "cancelled", 2: "flagged", 0: "finished"}[int(code)]
 
@@ -287,14 +309,7 @@ class Jobs:
     def get(self, queue: str, job_id: str) -> JobRow | None:
         """Return the job's row, or None when it does not exist (or has expired)."""
         ks = Keyspace(queue)
-        raw = self.conn.hgetall(ks.job(check_str("job_id", job_id)))
+        raw = self.conn.hgetall(ks.job(check_job_id(job_id)))
         if not raw:
             return None
         return JobRow.from_hash(queue, job_id, scripts.decode_hash(raw))
-
-
-def _to_json(name: str, value: Any) -> str:
-    try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{name} must be JSON-serialisable: {err}") from None

@@ -54,9 +54,10 @@ class Keyspace:
 
     # Plain keys.
     @property
-    def token(self) -> str:
-        """STRING counter: the source of fencing tokens (INCR per claim)."""
-        return self.base + "token"
+    def claims(self) -> str:
+        """HASH: fencing token -> job id of every held lease (a claim repeated
+        with the same token answers the same lease)."""
+        return self.base + "claims"
 
     @property
     def wake(self) -> str:

@@ -17,15 +17,16 @@ import secrets
 import socket
 import threading
 import time
-import traceback
 
 from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
 from ..protocol.presence import signal_stop
 from ..protocol.records import Claim
+from ..protocol.tokens import new_token
 from .lease_keeper import LeaseKeeper, Slot, Slots, process_name
 from .outcome import Retention, Runner
+from ..connection.resilience import Backoff, Outage, passing, persist
 
 __all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S"]
 
@@ -36,6 +37,8 @@ log = logging.getLogger("echomq.consumer")
 IDLE_BLOCK_S = 1.0
 #: Exit code of a consumer process that replaced itself after a time limit.
 EXIT_TIMEOUT = 75
+#: How long a shutdown keeps trying to hand an unfinished job back (s).
+RELEASE_PERSIST_S = 5.0
 
 
 class Consumer:
@@ -48,15 +51,16 @@ class Consumer:
         lease_ms: the lease taken at claim; a job's own ``lease_ms`` extends it.
         retention: see :class:`Retention`.
         burst: each thread exits once no queue has a ready job.
-        max_jobs: stop claiming after this many jobs in this process (None: no limit).
+        max_jobs: run exactly this many jobs in this process, then stop (None: no limit).
         stop: set it to stop claiming; running handlers finish.
+        outage: the process's view of the server (one log line per outage).
 
     Raises ValueError for a concurrency below 1.
     """
 
     def __init__(self, conn, queues, *, concurrency: int, lease_ms: int, retention: Retention,
                  burst: bool = False, max_jobs: int | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, outage: Outage | None = None) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.jobs = Jobs(conn)
@@ -74,16 +78,21 @@ class Consumer:
         self.max_jobs = max_jobs
         self.stop = stop or threading.Event()
         self.slots = Slots()
-        self.runner = Runner(self.jobs, lease_ms=lease_ms, retention=retention, slots=self.slots)
+        self.outage = outage or Outage()
+        self.runner = Runner(self.jobs, lease_ms=lease_ms, retention=retention, slots=self.slots,
+                             outage=self.outage)
         #: Process mode: replace this process when a job overruns its time limit.
         self.exit_on_timeout = False
         self.keeper = LeaseKeeper(self.jobs, self.slots, finish=self.runner.finish,
                                   stop=self.stop, lease_ms=lease_ms, name=self.name,
                                   queues=self.queues, describe=self._describe,
-                                  on_timeout=self._on_timeout)
+                                  on_timeout=self._on_timeout, outage=self.outage)
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.processed = 0
+        self._reserved = 0
+        #: True once a thread died of an error of ours (the process must exit non-zero).
+        self.crashed = False
         self.started_at_ms = int(time.time() * 1000)  # shown to staff only, never compared
 
     # -- lifecycle -------------------------------------------------------
@@ -126,8 +135,10 @@ class Consumer:
         released = 0
         for claim in claims:
             try:
-                state = self.jobs.release(claim.queue, claim.job_id, claim.token,
-                                          keep_ms=self.retention.result_ttl_ms)
+                state = persist(
+                    lambda: self.jobs.release(claim.queue, claim.job_id, claim.token,
+                                              keep_ms=self.retention.result_ttl_ms),
+                    deadline=time.monotonic() + RELEASE_PERSIST_S, outage=self.outage)
                 released += 1
                 if state == "cancelled":
                     log.warning("job %s ended cancelled (a cancel was requested; shutdown "
@@ -137,6 +148,9 @@ class Consumer:
                                 claim.job_id)
             except StaleTokenError:
                 pass  # It finished, or its lease was reaped, in the meantime.
+            except Exception as err:  # noqa: BLE001 - the reaper returns it after the lease
+                log.warning("job %s could not be handed back (%s); the reaper returns it when "
+                            "its lease runs out", claim.job_id, err)
         return released
 
     def _describe(self) -> dict:
@@ -162,49 +176,83 @@ class Consumer:
 
     # -- the loop ----------------------------------------------------------
 
-    def _claim_any(self, consumer: str) -> Claim | None:
+    def _claim_any(self, consumer: str, token: str) -> Claim | None:
         for queue in self.queues:
-            claim = self.jobs.claim(queue, consumer, self.lease_ms)
+            claim = self.jobs.claim(queue, consumer, self.lease_ms, token=token)
             if claim is not None:
                 return claim
         return None
 
-    def _take_slot(self) -> bool:
-        """Count a job against max_jobs; False once the limit is reached."""
+    def _reserve(self) -> bool:
+        """Reserve one of the max_jobs before claiming; False once they are all
+        reserved or run (so a process runs exactly max_jobs)."""
         with self._lock:
-            if self.max_jobs is not None and self.processed >= self.max_jobs:
+            if self.max_jobs is not None and self._reserved >= self.max_jobs:
                 return False
+            self._reserved += 1
+            return True
+
+    def _unreserve(self) -> None:
+        with self._lock:
+            self._reserved -= 1
+
+    def _done_one(self) -> None:
+        with self._lock:
             self.processed += 1
             if self.max_jobs is not None and self.processed >= self.max_jobs:
                 self.stop.set()
-            return True
 
     def _loop(self, consumer: str) -> None:
+        try:
+            self._serve(consumer)
+        except BaseException:  # noqa: BLE001 - an error of ours escaped the per-job guard
+            log.critical("consumer thread %s died; stopping this process", consumer,
+                         exc_info=True)
+            self.crashed = True
+            self.stop.set()
+
+    def _serve(self, consumer: str) -> None:
+        backoff = Backoff()
+        token = new_token()
         while not self.stop.is_set():
+            if not self._reserve():
+                return
             try:
-                claim = self._claim_any(consumer)
-                if claim is None:
-                    if self.burst:
-                        return
-                    self.conn.blpop(self.wait_keys, timeout=IDLE_BLOCK_S)
-                    continue
-            except Exception:  # noqa: BLE001 - a lost connection must not kill the thread
-                log.exception("claim failed; retrying in 1 s")
-                self.stop.wait(1.0)
+                # A claim whose reply was lost is repeated with the same token
+                # and answers the same lease, so a dropped connection never
+                # strands a job in active until the reaper.
+                claim = self._claim_any(consumer, token)
+            except Exception as err:  # noqa: BLE001 - a lost server must not kill the thread
+                self._unreserve()
+                if passing(err):
+                    self.outage.failed(err)
+                else:
+                    log.exception("claim failed")
+                    token = new_token()
+                self.stop.wait(backoff.next_s())
                 continue
+            self.outage.ok()
+            backoff.reset()
+            if claim is None:
+                self._unreserve()
+                if self.burst:
+                    return
+                try:
+                    self.conn.blpop(self.wait_keys, timeout=IDLE_BLOCK_S)
+                except Exception as err:  # noqa: BLE001
+                    if not passing(err):
+                        raise
+                    self.outage.failed(err)
+                    self.stop.wait(backoff.next_s())
+                continue
+            token = new_token()
             self.slots.put(Slot(claim, self.lease_ms, time.monotonic()))
             try:
                 self.runner.run_claim(claim)
-            except Exception:  # noqa: BLE001 - a bug of ours (or a lost connection)
-                # must not kill the thread: the job ends dead with the reason,
-                # or, if even that fails, its lease expires and reap returns it.
-                log.exception("job %s: the worker failed around its handler", claim.job_id)
-                try:
-                    self.runner.finish(claim, "?", time.monotonic(), "dead",
-                                       reason="worker error", error=traceback.format_exc())
-                except Exception:  # noqa: BLE001
-                    log.exception("job %s: could not record the failure", claim.job_id)
+            except Exception:  # noqa: BLE001 - an error of ours around the handler never
+                # makes the job dead: it stays leased and the reaper returns it.
+                log.exception("job %s: the worker failed around its handler; the job is left "
+                              "for the reaper", claim.job_id)
             finally:
                 self.slots.pop()
-                if not self._take_slot():
-                    return
+                self._done_one()

@@ -26,6 +26,7 @@ from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.presence import Presence
 from ..protocol.records import Claim
+from ..connection.resilience import Outage, passing
 
 __all__ = ["ANNOUNCE_S", "LeaseKeeper", "Slot", "Slots"]
 
@@ -101,11 +102,14 @@ class LeaseKeeper:
         lease_ms: the lease taken at claim.
         describe: returns the announcement's fields.
         on_timeout: called after a job timed out (see :data:`OnTimeout`).
+        outage: the process's view of the server.
+
+    The keeper survives any error: it logs it and keeps renewing.
     """
 
     def __init__(self, jobs: Jobs, slots: Slots, *, finish, stop: threading.Event,
                  lease_ms: int, name: str, queues: list[str], describe: Callable[[], dict],
-                 on_timeout: OnTimeout | None = None) -> None:
+                 on_timeout: OnTimeout | None = None, outage: Outage | None = None) -> None:
         self.jobs = jobs
         self.presence = Presence(jobs.conn)
         self.slots = slots
@@ -116,6 +120,7 @@ class LeaseKeeper:
         self.queues = queues
         self.describe = describe
         self.on_timeout = on_timeout
+        self.outage = outage or Outage()
 
     def start(self) -> threading.Thread:
         """Start the keeper thread (a daemon)."""
@@ -124,27 +129,37 @@ class LeaseKeeper:
         return thread
 
     def _loop(self) -> None:
-        renewed_at = announced_at = 0.0
+        self._renewed_at = self._announced_at = 0.0
         while not self.stop.is_set() or len(self.slots):
-            now = time.monotonic()
-            running = self.slots.running()
-            for slot in running:
-                if slot.overdue(now):
-                    self._time_out(slot)
-            period_s = min([slot.lease_ms for slot in running] + [self.lease_ms]) / 3000
-            if now - renewed_at >= period_s:
-                renewed_at = now
-                self._renew(running)
-            if now - announced_at >= ANNOUNCE_S:
-                announced_at = now
-                self.announce(len(running))
-            wait_s = min(period_s, ANNOUNCE_S) / 2
-            for slot in running:
-                if slot.timeout_ms is not None and not slot.timed_out:
-                    due_s = slot.started + slot.timeout_ms / 1000 - now
-                    wait_s = min(wait_s, max(0.0, due_s) + 0.001)
+            try:
+                wait_s = self._beat()
+            except Exception:  # noqa: BLE001 - the heartbeat never dies: leases depend on it
+                log.exception("the lease keeper's beat failed; it goes on")
+                wait_s = 0.1
             time.sleep(max(0.005, wait_s))
         self.retire()
+
+    def _beat(self) -> float:
+        """Time limits, renewals and the announcement that are due; returns
+        how long to sleep (s)."""
+        now = time.monotonic()
+        running = self.slots.running()
+        for slot in running:
+            if slot.overdue(now):
+                self._time_out(slot)
+        period_s = min([slot.lease_ms for slot in running] + [self.lease_ms]) / 3000
+        if now - self._renewed_at >= period_s:
+            self._renewed_at = now
+            self._renew(running)
+        if now - self._announced_at >= ANNOUNCE_S:
+            self._announced_at = now
+            self.announce(len(running))
+        wait_s = min(period_s, ANNOUNCE_S) / 2
+        for slot in running:
+            if slot.timeout_ms is not None and not slot.timed_out:
+                due_s = slot.started + slot.timeout_ms / 1000 - now
+                wait_s = min(wait_s, max(0.0, due_s) + 0.001)
+        return wait_s
 
     def _renew(self, running: list[Slot]) -> None:
         for slot in running:
@@ -153,10 +168,14 @@ class LeaseKeeper:
             try:
                 self.jobs.extend(slot.claim.queue, slot.claim.job_id, slot.claim.token,
                                  slot.lease_ms)
+                self.outage.ok()
             except StaleTokenError:
                 pass  # The outcome was recorded meanwhile, or the lease was lost.
-            except Exception:  # noqa: BLE001 - keep beating through a lost connection
-                log.exception("lease renewal for job %s failed", slot.claim.job_id)
+            except Exception as err:  # noqa: BLE001 - keep beating through a lost connection
+                if passing(err):
+                    self.outage.failed(err)
+                else:
+                    log.exception("lease renewal for job %s failed", slot.claim.job_id)
 
     def _time_out(self, slot: Slot) -> None:
         """Fail a job that overran its time limit (reason "timeout"): a retry
@@ -178,15 +197,19 @@ class LeaseKeeper:
         try:
             self.presence.announce(self.name, dict(self.describe(), busy=busy), self.queues,
                                    ttl_ms=int(ANNOUNCE_S * 5000))
-        except Exception:  # noqa: BLE001
-            log.exception("announcing this worker failed")
+        except Exception as err:  # noqa: BLE001
+            if passing(err):
+                self.outage.failed(err)
+            else:
+                log.exception("announcing this worker failed")
 
     def retire(self) -> None:
         """Withdraw this process's announcement (never raises)."""
         try:
             self.presence.retire(self.name)
-        except Exception:  # noqa: BLE001
-            log.exception("withdrawing this worker's announcement failed")
+        except Exception as err:  # noqa: BLE001
+            if not passing(err):
+                log.exception("withdrawing this worker's announcement failed")
 
 
 def process_name() -> str:

@@ -25,6 +25,7 @@ from typing import Callable
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
 from ..protocol.presence import signal_stop
+from ..connection.resilience import Backoff, Outage, passing
 
 log = logging.getLogger("echomq.metronome")
 
@@ -48,11 +49,13 @@ class Metronome:
         max_stalls: expired leases a job survives before reap ends it dead.
         dead_ttl_ms: how long such a dead row is kept.
         keep_ms: how long a row reap ends cancelled is kept (RESULT_TTL_MS).
+        outage: the process's view of the server (one log line per outage).
     """
 
     def __init__(self, conn, queues, *, batch: int = 1000, pump: Pump | None = None,
                  max_stalls: int = 1, dead_ttl_ms: int = 604_800_000,
-                 keep_ms: int = 86_400_000, stop_event: threading.Event | None = None) -> None:
+                 keep_ms: int = 86_400_000, stop_event: threading.Event | None = None,
+                 outage: Outage | None = None) -> None:
         self.jobs = Jobs(conn)
         self.conn = conn
         self.queues = list(queues)
@@ -62,6 +65,7 @@ class Metronome:
         self.dead_ttl_ms = dead_ttl_ms
         self.keep_ms = keep_ms
         self.stop_event = stop_event or threading.Event()
+        self.outage = outage or Outage()
         self._wakers = {q: threading.Event() for q in self.queues}
         self._threads: list[threading.Thread] = []
         # Each listener blocks on its beat list and on this metronome's stop
@@ -114,6 +118,7 @@ class Metronome:
 
     def _tick_loop(self, queue: str) -> None:
         waker = self._wakers[queue]
+        backoff = Backoff()
         while not self.stop_event.is_set():
             waker.clear()
             try:
@@ -125,9 +130,14 @@ class Metronome:
                     # Something is due that no beat could move (a broken
                     # registry entry): never spin on it.
                     delay_s = 0.01
-            except Exception:  # noqa: BLE001 - a lost connection must not stop the beat
-                log.exception("metronome beat for queue %s failed; retrying in 1 s", queue)
-                delay_s = 1.0
+                self.outage.ok()
+                backoff.reset()
+            except Exception as err:  # noqa: BLE001 - a lost connection must not stop the beat
+                if passing(err):
+                    self.outage.failed(err)
+                else:
+                    log.exception("metronome beat for queue %s failed", queue)
+                delay_s = backoff.next_s()
             if delay_s > 0:
                 # The horizon is in whole ms and a due score is due at that ms:
                 # wake just past it so promote sees it due.
@@ -136,10 +146,15 @@ class Metronome:
     def _listen_loop(self, queue: str) -> None:
         keys = [Keyspace(queue).beat, self._stop_keys[queue]]
         waker = self._wakers[queue]
+        backoff = Backoff()
         while not self.stop_event.is_set():
             try:
                 if self.conn.blpop(keys, timeout=LISTEN_BLOCK_S):
                     waker.set()
-            except Exception:  # noqa: BLE001
-                log.exception("metronome listener for queue %s failed; retrying in 1 s", queue)
-                self.stop_event.wait(1.0)
+                backoff.reset()
+            except Exception as err:  # noqa: BLE001
+                if passing(err):
+                    self.outage.failed(err)
+                else:
+                    log.exception("metronome listener for queue %s failed", queue)
+                self.stop_event.wait(backoff.next_s())

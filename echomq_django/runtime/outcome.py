@@ -13,7 +13,12 @@
 - the payload names a job this process did not register, or is not an
   envelope: ``dead`` at once (never an import of an arbitrary module).
 
-Django database connections are reset around each handler.
+A handler can never take its thread down: anything it raises, ``SystemExit``
+included, is that job's failure. Recording an outcome rides out a dropped
+connection or a full server (:func:`~.resilience.persist`, until the lease
+runs out); a repeat whose first reply was lost answers the recorded outcome.
+An error of ours never makes a job dead: the job stays leased and the reaper
+returns it. Django database connections are reset around each handler.
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ import time
 import traceback
 from dataclasses import dataclass
 
+import redis
+
 from django.db import close_old_connections
 
+from .. import rules
 from ..api import payload, registry
 from ..api.backoff import Backoff
 from ..api.context import JobContext
@@ -33,6 +41,7 @@ from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.records import Claim
 from .lease_keeper import Slots
+from ..connection.resilience import Outage, persist
 
 __all__ = ["Retention", "Runner"]
 
@@ -58,15 +67,18 @@ class Runner:
         slots: where the running job is described for the lease keeper.
     """
 
-    def __init__(self, jobs: Jobs, *, lease_ms: int, retention: Retention, slots: Slots) -> None:
+    def __init__(self, jobs: Jobs, *, lease_ms: int, retention: Retention, slots: Slots,
+                 outage: Outage | None = None) -> None:
         self.jobs = jobs
         self.lease_ms = lease_ms
         self.retention = retention
         self.slots = slots
+        self.outage = outage or Outage()
 
     def run_claim(self, claim: Claim) -> str:
         """Run one claimed job and record its outcome; returns the outcome word
-        (done, retry, snooze, dead, cancelled, stale, timeout)."""
+        (done, retry, snooze, dead, cancelled, stale, timeout, or unrecorded
+        when the server could not be reached before the lease ran out)."""
         started = time.monotonic()
         path = "?"
         try:
@@ -82,9 +94,15 @@ class Runner:
         # The claim took this worker's lease; a job that names its own gets it.
         if lease_ms != self.lease_ms:
             try:
-                self.jobs.extend(claim.queue, claim.job_id, claim.token, lease_ms)
+                persist(lambda: self.jobs.extend(claim.queue, claim.job_id, claim.token, lease_ms),
+                        deadline=started + self.lease_ms / 1000, outage=self.outage)
             except StaleTokenError:
                 return self.finish(claim, path, started, "stale")
+            except redis.RedisError as err:
+                # Not run, not failed: the lease runs out and the reaper returns it.
+                log.warning("job %s: its lease could not be extended (%s); left for the "
+                            "reaper", claim.job_id, err)
+                return "unrecorded"
         slot = self.slots.current()
         if slot is not None:
             slot.lease_ms, slot.timeout_ms = lease_ms, fn.timeout_ms
@@ -92,7 +110,7 @@ class Runner:
         context = JobContext(self.jobs, claim, lease_ms=lease_ms, snoozes=claim.snoozes,
                              scheduled_for_ms=extra.get("scheduled_for"),
                              missed=extra.get("missed", 0), timeout_ms=fn.timeout_ms,
-                             extra=extra)
+                             extra=extra, outage=self.outage)
         if fn.context:
             kwargs = dict(kwargs, context=context)
         close_old_connections()
@@ -105,7 +123,8 @@ class Runner:
         except Discard as discard:
             return self.finish(claim, path, started, "dead", reason=discard.reason,
                                error=traceback.format_exc())
-        except Exception as err:  # noqa: BLE001 - every handler failure is an outcome
+        except BaseException as err:  # noqa: BLE001 - whatever a handler raises (SystemExit
+            # too) is that job's failure: handler code never takes its thread down.
             if slot is not None and slot.timed_out:
                 return self._timed_out(claim, path, started)
             error = traceback.format_exc()
@@ -134,42 +153,64 @@ class Runner:
         logs) for ``claim`` and log it; returns the outcome as recorded
         (cancelled when a cancel was requested, stale when the lease was lost)."""
         detail = ""
-        keep_ms = self.retention.result_ttl_ms
+        error = _utf8(error)
+        record = self._recorder(claim, outcome, reason, error, delay_ms, result)
         try:
-            if outcome == "done":
-                try:
-                    state = self.jobs.ack(claim.queue, claim.job_id, claim.token, result,
-                                          keep_ms=keep_ms)
-                except TypeError:
-                    log.warning("job %s returned a value that is not JSON; it is not kept",
-                                claim.job_id)
-                    state = self.jobs.ack(claim.queue, claim.job_id, claim.token, None,
-                                          keep_ms=keep_ms)
-            elif outcome == "retry":
-                state = self.jobs.retry(claim.queue, claim.job_id, claim.token, delay_ms, error,
-                                        keep_ms=keep_ms)
+            state = outcome if record is None else persist(
+                record, deadline=time.monotonic() + self._lease_s(), outage=self.outage)
+            if outcome == "retry":
                 detail = f" in {delay_ms} ms: {_last_line(error)}"
             elif outcome == "snooze":
-                state = self.jobs.snooze(claim.queue, claim.job_id, claim.token, delay_ms,
-                                         keep_ms=keep_ms)
                 detail = f" for {delay_ms} ms"
             elif outcome == "dead":
-                state = self.jobs.dead(claim.queue, claim.job_id, claim.token, reason, error,
-                                       dead_ttl_ms=self.retention.dead_ttl_ms,
-                                       dead_max=self.retention.dead_max, keep_ms=keep_ms)
                 detail = f" ({reason}): {_last_line(error)}"
-            else:
-                state = outcome
             if state == "cancelled":
                 outcome, detail = "cancelled", " (a cancel was requested while it ran)"
         except StaleTokenError:
             outcome, detail = "stale", " (the lease was lost: another worker owns the job now)"
+        except redis.RedisError as err:
+            outcome, detail = "unrecorded", (f" ({outcome} could not be recorded: {err}; the "
+                                             "lease runs out and the reaper returns the job)")
         elapsed_ms = (time.monotonic() - started) * 1000
         level = logging.INFO if outcome in ("done", "retry", "snooze", "cancelled") \
             else logging.WARNING
         log.log(level, "job %s %s attempt %d -> %s%s [%.1f ms]", claim.job_id, path,
                 claim.attempts, outcome, detail, elapsed_ms)
         return outcome
+
+
+    def _lease_s(self) -> float:
+        slot = self.slots.current()
+        return (slot.lease_ms if slot is not None else self.lease_ms) / 1000
+
+    def _recorder(self, claim: Claim, outcome: str, reason: str, error: str, delay_ms: int,
+                  result):
+        """The protocol call that records ``outcome``, or None for a word that
+        is only logged."""
+        jobs, keep_ms = self.jobs, self.retention.result_ttl_ms
+        args = (claim.queue, claim.job_id, claim.token)
+        if outcome == "done":
+            try:
+                rules.json_text("result", result)
+            except TypeError:
+                log.warning("job %s returned a value that is not JSON; it is not kept",
+                            claim.job_id)
+                result = None
+            return lambda: jobs.ack(*args, result, keep_ms=keep_ms)
+        if outcome == "retry":
+            return lambda: jobs.retry(*args, delay_ms, error, keep_ms=keep_ms)
+        if outcome == "snooze":
+            return lambda: jobs.snooze(*args, delay_ms, keep_ms=keep_ms)
+        if outcome == "dead":
+            return lambda: jobs.dead(*args, reason, error, dead_ttl_ms=self.retention.dead_ttl_ms,
+                                     dead_max=self.retention.dead_max, keep_ms=keep_ms)
+        return None
+
+
+def _utf8(text: str) -> str:
+    """``text`` as UTF-8 can carry it (a lone surrogate in an exception's
+    message must not keep the failure from being recorded)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _last_line(error: str) -> str:

@@ -19,12 +19,21 @@ from dataclasses import dataclass
 
 from django.db import connections
 
+import redis
+
 from ..conf import get_config
-from ..connection import get_connection, reset_connection
+from ..connection import describe, get_connection, reset_connection
+from ..exceptions import ConfigurationError
 from .consumer import Consumer, Retention
 from .metronome import Metronome
+from ..connection.resilience import Outage, persist
 
-__all__ = ["Options", "Supervisor"]
+__all__ = ["Options", "Supervisor", "EXIT_CRASHED"]
+
+#: Exit code of a process whose consumer thread died of an error of ours (EX_SOFTWARE).
+EXIT_CRASHED = 70
+#: How long the boot-time schedule sync rides out a server that drops connections (s).
+BOOT_PERSIST_S = 60.0
 
 log = logging.getLogger("echomq.worker")
 
@@ -54,6 +63,16 @@ class Supervisor:
         self.signalled = 0
         self.grace_s = (options.shutdown_grace_ms if options.shutdown_grace_ms is not None
                         else self.config.shutdown_grace_ms) / 1000
+        self.exit_code = 0
+        self._outage: tuple[int, Outage] | None = None
+
+    def outage(self) -> Outage:
+        """This process's view of the server, shared by its threads (one log
+        line per outage); a forked child gets its own."""
+        if self._outage is None or self._outage[0] != os.getpid():
+            where = f"the EchoMQ server at {describe(get_connection())}"
+            self._outage = (os.getpid(), Outage(where))
+        return self._outage[1]
 
     # -- signals -----------------------------------------------------------
 
@@ -80,8 +99,11 @@ class Supervisor:
 
         declared = declared_schedules(registry.schedules(), self.config.schedules)
         if declared or self.config.prune_schedules:
-            report = sync(get_connection(), declared, prune=self.config.prune_schedules,
-                          queues=self.options.queues)
+            # Idempotent, so repeated through a dropped connection at boot.
+            report = persist(lambda: sync(get_connection(), declared,
+                                          prune=self.config.prune_schedules,
+                                          queues=self.options.queues),
+                             deadline=time.monotonic() + BOOT_PERSIST_S, outage=self.outage())
             log.info("recurring schedules synced: %s",
                      ", ".join(f"{k} {v}" for k, v in report.items() if v) or "nothing to do")
 
@@ -90,7 +112,8 @@ class Supervisor:
                          batch=self.config.promote_batch, pump=self._pump(),
                          max_stalls=self.config.max_stalls,
                          dead_ttl_ms=self.config.dead_ttl_ms,
-                         keep_ms=self.config.result_ttl_ms, stop_event=threading.Event())
+                         keep_ms=self.config.result_ttl_ms, stop_event=threading.Event(),
+                         outage=self.outage())
 
     def _consumer(self) -> Consumer:
         config = self.config
@@ -99,12 +122,32 @@ class Supervisor:
             concurrency=self.options.concurrency,
             lease_ms=self.options.lease_ms or config.lease_ms,
             retention=Retention(config.result_ttl_ms, config.dead_ttl_ms, config.dead_max),
-            burst=self.options.burst, max_jobs=self.options.max_jobs, stop=self.stop)
+            burst=self.options.burst, max_jobs=self.options.max_jobs, stop=self.stop,
+            outage=self.outage())
 
     # -- run ---------------------------------------------------------------
 
+    def check_server(self) -> None:
+        """Reach the server once (PING) before anything starts.
+
+        Raises ConfigurationError naming the URL (never its password) when it
+        cannot be reached or refuses the connection (a wrong password, a db
+        index it lacks).
+        """
+        client = get_connection()
+        try:
+            client.ping()
+        except redis.RedisError as err:
+            raise ConfigurationError(
+                f"cannot use the EchoMQ server at {describe(client)}: {err}") from None
+
     def run(self) -> int:
-        """Run until stopped (or, in burst mode, until nothing is ready). Returns 0."""
+        """Run until stopped (or, in burst mode, until nothing is ready). Returns
+        the exit code: 0, or 70 when a consumer thread died of an error of ours.
+
+        Raises ConfigurationError when the server cannot be reached at start.
+        """
+        self.check_server()
         self._install_signals()
         opts = self.options
         if opts.metronome:
@@ -114,7 +157,7 @@ class Supervisor:
             self._supervise()
         else:
             self._run_here(metronome=opts.metronome, consumers=opts.consumers)
-        return 0
+        return self.exit_code
 
     def _describe(self) -> str:
         opts = self.options
@@ -157,6 +200,8 @@ class Supervisor:
         released = consumer.shutdown(self.grace_s)
         if released:
             log.warning("handed %d unfinished job(s) back to pending", released)
+        if consumer.crashed:
+            self.exit_code = EXIT_CRASHED
 
     # -- processes -----------------------------------------------------------
     # The supervising parent never starts a thread and drops its sockets before
@@ -178,6 +223,7 @@ class Supervisor:
                 self._run_here(metronome=True, consumers=False)
             else:
                 self._run_here(metronome=False, consumers=True, replaceable=True)
+            code = self.exit_code
         except BaseException:  # noqa: BLE001 - a child must never return into the parent's code
             log.exception("%s process failed", role)
             code = 1

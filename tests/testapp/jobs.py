@@ -3,15 +3,23 @@ memory), so a test in another process can read it."""
 
 import os
 import time
+import uuid
 from datetime import timedelta
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry as RedisRetry
 
 from echomq_django import Backoff, job
 
 
 def _client():
-    return redis.Redis.from_url(os.environ["ECHOMQ_TEST_SERVER_URL"], decode_responses=True)
+    # Repeats a command whose connection was dropped (the fault tests kill
+    # connections); every command the jobs send is safe to repeat or is
+    # checked by a test that tolerates it.
+    return redis.Redis.from_url(
+        os.environ["ECHOMQ_TEST_SERVER_URL"], decode_responses=True,
+        retry=RedisRetry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), 20))
 
 
 @job(queue="default")
@@ -187,3 +195,48 @@ def no_context(*args, **kwargs):
 
 # Not a job: test_decorators checks that @job refuses a module-level lambda.
 lambda_for_tests = lambda: None  # noqa: E731
+
+
+@job(queue="default", max_attempts=2, backoff=Backoff.fixed(20))
+def exits(key):
+    """Raises SystemExit, as a handler that calls sys.exit() does."""
+    _client().incr(key)
+    raise SystemExit(3)
+
+
+@job(queue="default", context=True)
+def tally(key, sleep_ms=0, context=None):
+    """Records each run of each job: the job id joins the set ``key`` and a
+    fresh run id joins ``key:<job id>`` (two members: it ran twice). SADD is
+    idempotent, so a command the client repeats after a dropped connection
+    does not count twice."""
+    if sleep_ms:
+        time.sleep(sleep_ms / 1000)
+    client = _client()
+    client.sadd(f"{key}:{context.job_id}", uuid.uuid4().hex)
+    client.sadd(key, context.job_id)
+    return context.attempt
+
+
+def tally_runs(client, key) -> dict[str, int]:
+    """job id -> how many times ``tally`` ran it."""
+    ids = sorted(client.smembers(key))
+    pipe = client.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.scard(f"{key}:{job_id}")
+    return dict(zip(ids, pipe.execute()))
+
+
+@job(queue="default")
+def nap(ms):
+    """Sleeps ``ms`` and returns it; touches no server itself."""
+    time.sleep(ms / 1000)
+    return ms
+
+
+@job(queue="default", lease_ms=5_000)
+def nap_leased(ms):
+    """``nap`` with a lease of its own, so the worker extends the lease it
+    claimed with before the handler runs."""
+    time.sleep(ms / 1000)
+    return ms

@@ -5,6 +5,7 @@ import logging
 from django.core.management.base import BaseCommand, CommandError
 
 from echomq_django.conf import get_config
+from echomq_django.exceptions import ConfigurationError
 from echomq_django.rules import check_queue_name
 from echomq_django.runtime.supervisor import Options, Supervisor
 
@@ -63,4 +64,10 @@ class Command(BaseCommand):
             burst=options["burst"], metronome=not options["without_metronome"],
             consumers=not options["metronome_only"], max_jobs=options["max_jobs"],
             lease_ms=options["lease_ms"], shutdown_grace_ms=options["shutdown_grace_ms"]))
-        supervisor.run()
+        try:
+            code = supervisor.run()
+        except ConfigurationError as err:
+            raise CommandError(str(err)) from None
+        if code:
+            raise CommandError("a consumer thread died of an error of ours (see the log); "
+                               "exiting so the process can be restarted", returncode=code)

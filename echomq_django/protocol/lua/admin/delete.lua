@@ -7,6 +7,10 @@
 -- ARGV[1] job_id
 -- Returns: 1 deleted; 0 nothing found (nothing changes);
 --          2 the job is running (state active; nothing changes: cancel it).
+-- Errors: EMQARG a malformed argument (nothing changes).
+-- @include args
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
 if redis.call('HGET', KEYS[1], 'state') == 'active' then
   return 2
 end

@@ -6,16 +6,18 @@
 -- ARGV[2] batch    most letters removed by this call, 1..1000
 -- ARGV[3] cutoff_ms only letters that died at or before this (server ms);
 --                  '' = the server's now
--- Returns: {removed, cutoff_ms}: members taken off dead, the cutoff used.
+-- Returns: {removed, cutoff_ms}: members taken off dead, the cutoff used. A
+--          member whose row is not dead (expired, or the id enqueued again)
+--          is dropped and its row left alone.
 -- Errors: EMQKEY the base root is not the queue root of KEYS[1];
---         EMQARG batch is not in 1..1000.
+--         EMQARG a malformed argument, e.g. batch not in 1..1000 (nothing changes).
+-- @include args
 -- @include now
 -- @include base
 -- @include dead_batch
-local err, ids, cutoff = dead_batch(ARGV[1], KEYS[1], ARGV[2], ARGV[3])
+local err, letters, taken, cutoff = dead_batch(ARGV[1], KEYS[1], ARGV[2], ARGV[3])
 if err then return err end
-for _, id in ipairs(ids) do
-  redis.call('ZREM', KEYS[1], id)
+for _, id in ipairs(letters) do
   redis.call('DEL', ARGV[1] .. 'job:' .. id)
 end
-return {#ids, cutoff}
+return {taken, cutoff}

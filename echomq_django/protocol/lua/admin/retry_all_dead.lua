@@ -11,25 +11,22 @@
 --                  '' = the server's now
 -- ARGV[4] wake_cap most wake markers kept
 -- Returns: {revived, taken, cutoff_ms}: letters back on pending, members taken
---          off dead (taken - revived had no row left), the cutoff used.
+--          off dead (taken - revived had no dead row left), the cutoff used.
 -- Errors: EMQKEY the base root is not the queue root of KEYS[1];
---         EMQARG batch is not in 1..1000.
+--         EMQARG a malformed argument, e.g. batch not in 1..1000 (nothing changes).
+-- @include args
 -- @include now
 -- @include signal
 -- @include base
 -- @include rejoin
 -- @include revive
 -- @include dead_batch
-local err, ids, cutoff = dead_batch(ARGV[1], KEYS[1], ARGV[2], ARGV[3])
+local wake_cap, bad_arg = int_arg(ARGV[4], 'wake_cap', 1, 10000)
+if bad_arg then return bad_arg end
+local err, letters, taken, cutoff = dead_batch(ARGV[1], KEYS[1], ARGV[2], ARGV[3])
 if err then return err end
-local revived = 0
-for _, id in ipairs(ids) do
-  redis.call('ZREM', KEYS[1], id)
-  local row = ARGV[1] .. 'job:' .. id
-  if redis.call('EXISTS', row) == 1 then
-    revive(row, KEYS[2], id)
-    revived = revived + 1
-  end
+for _, id in ipairs(letters) do
+  revive(ARGV[1] .. 'job:' .. id, KEYS[2], id)
 end
-signal(KEYS[3], revived, tonumber(ARGV[4]))
-return {revived, #ids, cutoff}
+signal(KEYS[3], #letters, wake_cap)
+return {#letters, taken, cutoff}

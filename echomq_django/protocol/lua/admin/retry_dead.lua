@@ -6,13 +6,20 @@
 -- ARGV[1] job_id
 -- ARGV[2] wake_cap most wake markers kept
 -- Returns: 1 back on pending; 0 not in dead (nothing changes);
---          2 in dead without a row (it expired; the member is dropped).
+--          2 in dead without a dead row (it expired, or the id was enqueued
+--          again: the member is dropped, nothing else changes).
+-- Errors: EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include signal
 -- @include rejoin
 -- @include revive
 -- @include take
-local taken = take(KEYS[2], KEYS[1], ARGV[1])
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+local wake_cap, bad_arg = int_arg(ARGV[2], 'wake_cap', 1, 10000)
+if bad_arg then return bad_arg end
+local taken = take(KEYS[2], KEYS[1], ARGV[1], 'dead')
 if taken ~= 1 then return taken end
 revive(KEYS[1], KEYS[3], ARGV[1])
-signal(KEYS[4], 1, tonumber(ARGV[2]))
+signal(KEYS[4], 1, wake_cap)
 return 1

@@ -7,12 +7,19 @@
 -- ARGV[1] job_id
 -- ARGV[2] wake_cap most wake markers kept
 -- Returns: 1 moved to pending; 0 not in schedule (nothing changes);
---          2 in schedule without a row (the member is dropped, as promote does).
+--          2 in schedule without a scheduled row (it expired, or the id was
+--          enqueued again: the member is dropped, as promote does).
+-- Errors: EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include signal
 -- @include rejoin
 -- @include take
-local taken = take(KEYS[2], KEYS[1], ARGV[1])
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+local wake_cap, bad_arg = int_arg(ARGV[2], 'wake_cap', 1, 10000)
+if bad_arg then return bad_arg end
+local taken = take(KEYS[2], KEYS[1], ARGV[1], 'scheduled')
 if taken ~= 1 then return taken end
 rejoin(KEYS[1], KEYS[3], ARGV[1])
-signal(KEYS[4], 1, tonumber(ARGV[2]))
+signal(KEYS[4], 1, wake_cap)
 return 1

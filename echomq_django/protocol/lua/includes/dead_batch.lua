@@ -1,17 +1,35 @@
--- dead_batch(base, dead, batch, cutoff): one batch of the admin's bulk
--- dead-letter actions: the oldest letters that died at or before cutoff
--- (server ms; '' = now), at most batch (1..1000) of them. Returns err, ids,
--- cutoff: err is an EMQKEY or EMQARG error reply to return (nothing read).
--- Needs: now, base.
+-- dead_batch(base, dead, batch, cutoff, wake_cap): the start of one batch of
+-- the admin's bulk dead-letter actions: the oldest letters that died at or
+-- before cutoff (server ms; '' = now), at most batch (1..1000) of them, taken
+-- off the dead set. Returns err, letters, taken, cutoff: err is an EMQKEY or
+-- EMQARG error reply to return (nothing changed); letters are the ids whose
+-- row is still dead (a member whose row expired, or whose id was enqueued
+-- again, is only dropped); taken counts every member taken off.
+-- Needs: args, now, base.
 local function dead_batch(base, dead, batch, cutoff)
   local bad = check_base(base, dead)
   if bad then
-    return bad, nil, nil
+    return bad, nil, nil, nil
   end
-  local most = tonumber(batch)
-  if not most or most < 1 or most > 1000 then
-    return redis.error_reply('EMQARG batch must be in 1..1000'), nil, nil
+  local most, bad_batch = int_arg(batch, 'batch', 1, 1000)
+  if bad_batch then
+    return bad_batch, nil, nil, nil
   end
-  local until_ms = cutoff == '' and now_ms() or tonumber(cutoff)
-  return nil, redis.call('ZRANGE', dead, '-inf', until_ms, 'BYSCORE', 'LIMIT', 0, most), until_ms
+  local until_ms = now_ms()
+  if cutoff ~= '' then
+    local given, bad_cutoff = int_arg(cutoff, 'cutoff_ms', 0, MAX_MS)
+    if bad_cutoff then
+      return bad_cutoff, nil, nil, nil
+    end
+    until_ms = given
+  end
+  local ids = redis.call('ZRANGE', dead, '-inf', until_ms, 'BYSCORE', 'LIMIT', 0, most)
+  local letters = {}
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', dead, id)
+    if redis.call('HGET', base .. 'job:' .. id, 'state') == 'dead' then
+      letters[#letters + 1] = id
+    end
+  end
+  return nil, letters, #ids, until_ms
 end

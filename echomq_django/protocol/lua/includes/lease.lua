@@ -1,8 +1,10 @@
--- end_lease(row, active, id): the job leaves the active set and loses its
--- token and deadline, so the old holder is fenced out from now on.
-local function end_lease(row, active, id)
+-- end_lease(row, active, claims, id, token): the job leaves the active set and
+-- loses its token and deadline, so the old holder is fenced out from now on;
+-- the claims index forgets the token.
+local function end_lease(row, active, claims, id, token)
   redis.call('ZREM', active, id)
   redis.call('HDEL', row, 'token', 'lease_until_ms')
+  redis.call('HDEL', claims, token)
 end
 
 -- park(row, schedule, beat, id, score): the job waits on the schedule set at

@@ -1,20 +1,38 @@
--- settle(row, active, id, token, keep_ms): the start every script that ends a
--- lease shares (ack, retry, snooze, dead, release). Returns err, now, cancelled:
--- err is an EMQSTALE error reply when the token does not hold the lease
--- (nothing changed; return it). Otherwise now is the server clock and the
--- lease is over (the job left active and lost its token); cancelled is true
--- when a cancel requested while it ran has ended the job cancelled, kept
--- keep_ms, whatever the caller's outcome would have been.
--- Needs: now, fence, lease, cancelled.
-local function settle(row, active, id, token, keep_ms)
-  local stale = fence(row, token)
-  if stale then
-    return stale, nil, false
+-- settle(row, active, claims, id, token, keep_ms, op): the start every script
+-- that ends a lease shares (op is 'ack', 'retry', 'snooze', 'dead' or
+-- 'release'). Returns err, now, cancelled, replay:
+--   err     an EMQSTALE error reply: the token does not hold the lease and did
+--           not end it either (nothing changed; return it);
+--   replay  the outcome this very token recorded when this same op ended the
+--           lease: the call is a repeat whose first reply was lost (a dropped
+--           connection, a client retry). Nothing changes; answer with it
+--           (idempotent finish). Another op by a spent token is EMQSTALE;
+--   now     otherwise, the server clock; the lease is over (the job left
+--           active and lost its token);
+--   cancelled  true when a cancel requested while it ran has ended the job
+--           cancelled, kept keep_ms, whatever the caller's outcome would be.
+-- The caller records its own outcome with settled(). Needs: now, fence, lease,
+-- cancelled.
+local function settle(row, active, claims, id, token, keep_ms, op)
+  local found = redis.call('HMGET', row, 'state', 'token', 'settled_token', 'settled')
+  if found[1] ~= 'active' or found[2] ~= token then
+    local prefix = op .. ':'
+    if found[3] == token and found[4] and string.sub(found[4], 1, #prefix) == prefix then
+      return nil, now_ms(), false, string.sub(found[4], #prefix + 1)
+    end
+    return stale(found[1]), nil, false, nil
   end
   local now = now_ms()
-  if end_if_cancelled(row, active, id, now, keep_ms) then
-    return nil, now, true
+  if end_if_cancelled(row, active, claims, id, token, now, keep_ms) then
+    redis.call('HSET', row, 'settled_token', token, 'settled', op .. ':cancelled')
+    return nil, now, true, nil
   end
-  end_lease(row, active, id)
-  return nil, now, false
+  end_lease(row, active, claims, id, token)
+  return nil, now, false, nil
+end
+
+-- settled(row, token, op, outcome): record how this token ended the lease, so
+-- a repeat of the same call answers the same (see settle).
+local function settled(row, token, op, outcome)
+  redis.call('HSET', row, 'settled_token', token, 'settled', op .. ':' .. outcome)
 end

@@ -1,16 +1,20 @@
 -- ack: complete an active job; only the current fencing token may.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] active   emq:{q}:active
+-- KEYS[3] claims   emq:{q}:claims, token -> job id of every held lease
 -- ARGV[1] job_id
 -- ARGV[2] token    the token the claim returned
 -- ARGV[3] result   JSON text of the return value ('' for none)
--- ARGV[4] keep_ms  how long the done row is kept (PEXPIRE)
+-- ARGV[4] keep_ms  how long the done row is kept (PEXPIRE), 1..2^53
 -- ARGV[5] base     emq:{q}: (this minute's counter is base .. 'stats:done:' .. minute)
--- ARGV[6] stats_ttl_ms how long a per-minute counter lives
+-- ARGV[6] stats_ttl_ms how long a per-minute counter lives, 1..2^53
 -- Returns: {finish time ms, 'done'}, or {.., 'cancelled'} when a cancel was
---          requested while it ran (not counted as done).
+--          requested while it ran (not counted as done). A repeat by the same
+--          token (its first reply lost) answers {now, the recorded outcome}.
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes);
---         EMQKEY the base root is not the queue root of KEYS[2].
+--         EMQKEY the base root is not the queue root of KEYS[2];
+--         EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
 -- @include fence
 -- @include lease
@@ -20,10 +24,17 @@
 -- @include settle
 local bad = check_base(ARGV[5], KEYS[2])
 if bad then return bad end
-local err, now, cancelled = settle(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[4]))
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+local n, bad_arg = ints({{ARGV[4], 'keep_ms', 1, MAX_MS}, {ARGV[6], 'stats_ttl_ms', 1, MAX_MS}})
+if bad_arg then return bad_arg end
+local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[1],
+  'ack')
 if err then return err end
+if replay then return {now, replay} end
 if cancelled then return {now, 'cancelled'} end
 redis.call('HSET', KEYS[1], 'state', 'done', 'finished_at_ms', now, 'result', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
-count(ARGV[5], 'done', now, tonumber(ARGV[6]))
+settled(KEYS[1], ARGV[2], 'ack', 'done')
+redis.call('PEXPIRE', KEYS[1], n[1])
+count(ARGV[5], 'done', now, n[2])
 return {now, 'done'}

@@ -4,11 +4,16 @@
 -- KEYS[2] pending  emq:{q}:pending
 -- KEYS[3] schedule emq:{q}:schedule
 -- ARGV[1] job_id
--- ARGV[2] keep_ms  how long the cancelled row is kept (PEXPIRE)
+-- ARGV[2] keep_ms  how long the cancelled row is kept (PEXPIRE), 1..2^53
 -- Returns: 1 cancelled, 2 running and flagged (cancel_requested = 1),
 --          0 already finished (done, dead or cancelled; nothing changes).
--- Errors: EMQNOJOB no such row.
+-- Errors: EMQNOJOB no such row; EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+local keep_ms, bad_arg = int_arg(ARGV[2], 'keep_ms', 1, MAX_MS)
+if bad_arg then return bad_arg end
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then
   return redis.error_reply('EMQNOJOB no job ' .. ARGV[1])
@@ -23,5 +28,5 @@ end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at_ms', now_ms())
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], keep_ms)
 return 1

@@ -4,16 +4,21 @@
 -- KEYS[3] wake     emq:{q}:wake
 -- ARGV[1] job_id   must start with JOB
 -- ARGV[2] payload  JSON text
--- ARGV[3] wake_cap most wake markers kept
+-- ARGV[3] wake_cap most wake markers kept, 1..10000
 -- Returns: 1 enqueued, 0 duplicate (the row exists; nothing changes).
--- Errors: EMQKIND the id is not JOB-namespaced.
+-- Errors: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument.
+-- @include args
 -- @include now
 -- @include signal
 -- @include rejoin
 -- @include admission
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+local wake_cap, bad_arg = int_arg(ARGV[3], 'wake_cap', 1, 10000)
+if bad_arg then return bad_arg end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
 redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now_ms())
 rejoin(KEYS[1], KEYS[2], ARGV[1])
-signal(KEYS[3], 1, tonumber(ARGV[3]))
+signal(KEYS[3], 1, wake_cap)
 return 1

@@ -4,15 +4,21 @@
 -- KEYS[3] beat     emq:{q}:beat, wakes the metronome when the deadline moves earlier
 -- ARGV[1] job_id
 -- ARGV[2] token    the token the claim returned
--- ARGV[3] lease_ms the new lease length, from now
+-- ARGV[3] lease_ms the new lease length, from now, 1..2^53
 -- Returns: the new deadline, server ms.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes).
+-- Errors: EMQSTALE the token does not hold the lease (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
 -- @include signal
 -- @include fence
-local stale = fence(KEYS[1], ARGV[2])
-if stale then return stale end
-local deadline = now_ms() + tonumber(ARGV[3])
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+local lease_ms, bad_arg = int_arg(ARGV[3], 'lease_ms', 1, MAX_MS)
+if bad_arg then return bad_arg end
+local stale_reply = fence(KEYS[1], ARGV[2])
+if stale_reply then return stale_reply end
+local deadline = now_ms() + lease_ms
 local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 redis.call('HSET', KEYS[1], 'lease_until_ms', deadline)
 redis.call('ZADD', KEYS[2], deadline, ARGV[1])

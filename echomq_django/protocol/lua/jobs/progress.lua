@@ -6,11 +6,17 @@
 -- ARGV[4] message  free text ('' for none)
 -- Returns: 1 when a cancel has been requested for the job, else 0 (so a
 --          progress report is also a cancellation check).
--- Errors: EMQSTALE the token does not hold the lease (nothing changes).
+-- Errors: EMQSTALE the token does not hold the lease (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
 -- @include fence
-local stale = fence(KEYS[1], ARGV[2])
-if stale then return stale end
-redis.call('HSET', KEYS[1], 'progress', ARGV[3], 'progress_message', ARGV[4],
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[1])
+if bad_row then return bad_row end
+local percent, bad_arg = int_arg(ARGV[3], 'percent', 0, 100)
+if bad_arg then return bad_arg end
+local stale_reply = fence(KEYS[1], ARGV[2])
+if stale_reply then return stale_reply end
+redis.call('HSET', KEYS[1], 'progress', percent, 'progress_message', ARGV[4],
   'progress_at_ms', now_ms())
 return redis.call('HGET', KEYS[1], 'cancel_requested') == '1' and 1 or 0

@@ -1,19 +1,23 @@
 -- retry: re-park an active job on the schedule set at server now + delay_ms.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] active   emq:{q}:active
--- KEYS[3] schedule emq:{q}:schedule
--- KEYS[4] beat     emq:{q}:beat, wakes the metronome
+-- KEYS[3] claims   emq:{q}:claims, token -> job id of every held lease
+-- KEYS[4] schedule emq:{q}:schedule
+-- KEYS[5] beat     emq:{q}:beat, wakes the metronome
 -- ARGV[1] job_id
 -- ARGV[2] token    the token the claim returned
--- ARGV[3] delay_ms the backoff delay, computed above the wire
+-- ARGV[3] delay_ms the backoff delay, computed above the wire, 0..2^53
 -- ARGV[4] error    the failure's text (traceback), kept as last_error
 -- ARGV[5] base     emq:{q}: (this minute's counter is base .. 'stats:failed:' .. minute)
--- ARGV[6] stats_ttl_ms how long a per-minute counter lives
--- ARGV[7] keep_ms  how long a cancelled row is kept
+-- ARGV[6] stats_ttl_ms how long a per-minute counter lives, 1..2^53
+-- ARGV[7] keep_ms  how long a cancelled row is kept, 1..2^53
 -- Returns: {run-at ms, 'scheduled'}, or {now, 'cancelled'} when a cancel was
---          requested while it ran (never retried).
+--          requested while it ran (never retried). A repeat by the same token
+--          answers {now, the recorded outcome}.
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes);
---         EMQKEY the base root is not the queue root of KEYS[2].
+--         EMQKEY the base root is not the queue root of KEYS[2];
+--         EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
 -- @include signal
 -- @include fence
@@ -24,11 +28,19 @@
 -- @include settle
 local bad = check_base(ARGV[5], KEYS[2])
 if bad then return bad end
-local err, now, cancelled = settle(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[7]))
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+local n, bad_arg = ints({{ARGV[3], 'delay_ms', 0, MAX_MS}, {ARGV[6], 'stats_ttl_ms', 1, MAX_MS},
+  {ARGV[7], 'keep_ms', 1, MAX_MS}})
+if bad_arg then return bad_arg end
+local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[3],
+  'retry')
 if err then return err end
+if replay then return {now, replay} end
 if cancelled then return {now, 'cancelled'} end
-local score = now + tonumber(ARGV[3])
+local score = now + n[1]
 redis.call('HSET', KEYS[1], 'last_error', ARGV[4], 'failed_at_ms', now)
-park(KEYS[1], KEYS[3], KEYS[4], ARGV[1], score)
-count(ARGV[5], 'failed', now, tonumber(ARGV[6]))
+park(KEYS[1], KEYS[4], KEYS[5], ARGV[1], score)
+settled(KEYS[1], ARGV[2], 'retry', 'scheduled')
+count(ARGV[5], 'failed', now, n[2])
 return {score, 'scheduled'}

@@ -6,21 +6,27 @@
 -- ARGV[2] payload  JSON text
 -- ARGV[3] mode     'at' (ARGV[4] is an absolute run-at ms) or 'in' (a delay ms
 --                  added to the SERVER clock)
--- ARGV[4] value    ms
+-- ARGV[4] value    ms, 0..2^53
 -- Returns: 1 scheduled, 0 duplicate (the row exists; nothing changes).
--- Errors: EMQKIND the id is not JOB-namespaced.
+-- Errors: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument.
+-- @include args
 -- @include now
 -- @include signal
 -- @include lease
 -- @include admission
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+if ARGV[3] ~= 'at' and ARGV[3] ~= 'in' then
+  return redis.error_reply('EMQARG mode must be at or in, got ' .. tostring(ARGV[3]))
+end
+local value, bad_arg = int_arg(ARGV[4], 'value', 0, MAX_MS)
+if bad_arg then return bad_arg end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
 local now = now_ms()
-local score
+local score = value
 if ARGV[3] == 'in' then
-  score = now + tonumber(ARGV[4])
-else
-  score = tonumber(ARGV[4])
+  score = math.min(now + value, MAX_MS)
 end
 redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now)
 -- park marks the metronome's beat only when this run-at is earlier than the

@@ -2,27 +2,38 @@
 -- the schedule set at server now + delay_ms WITHOUT spending an attempt.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] active   emq:{q}:active
--- KEYS[3] schedule emq:{q}:schedule
--- KEYS[4] beat     emq:{q}:beat, wakes the metronome
+-- KEYS[3] claims   emq:{q}:claims, token -> job id of every held lease
+-- KEYS[4] schedule emq:{q}:schedule
+-- KEYS[5] beat     emq:{q}:beat, wakes the metronome
 -- ARGV[1] job_id
 -- ARGV[2] token    the token the claim returned
--- ARGV[3] delay_ms how long to sleep, ms
--- ARGV[4] keep_ms  how long a cancelled row is kept
+-- ARGV[3] delay_ms how long to sleep, ms, 0..2^53
+-- ARGV[4] keep_ms  how long a cancelled row is kept, 1..2^53
 -- Returns: {run-at ms, 'scheduled'}, or {now, 'cancelled'} when a cancel was
 --          requested while it ran. attempts goes back down by one (the claim
---          that is given back), snoozes up by one.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes).
+--          that is given back), snoozes up by one. A repeat by the same token
+--          answers {now, the recorded outcome}.
+-- Errors: EMQSTALE the token does not hold the lease (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
 -- @include signal
 -- @include fence
 -- @include lease
 -- @include cancelled
 -- @include settle
-local err, now, cancelled = settle(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[4]))
+local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
+if bad_row then return bad_row end
+local n, bad_arg = ints({{ARGV[3], 'delay_ms', 0, MAX_MS}, {ARGV[4], 'keep_ms', 1, MAX_MS}})
+if bad_arg then return bad_arg end
+local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[2],
+  'snooze')
 if err then return err end
+if replay then return {now, replay} end
 if cancelled then return {now, 'cancelled'} end
-local score = now + tonumber(ARGV[3])
+local score = now + n[1]
 redis.call('HINCRBY', KEYS[1], 'attempts', -1)
 redis.call('HINCRBY', KEYS[1], 'snoozes', 1)
-park(KEYS[1], KEYS[3], KEYS[4], ARGV[1], score)
+park(KEYS[1], KEYS[4], KEYS[5], ARGV[1], score)
+settled(KEYS[1], ARGV[2], 'snooze', 'scheduled')
 return {score, 'scheduled'}

@@ -7,11 +7,19 @@
 -- ARGV[3] fields   JSON object of the announcement's fields (host, pid, queues, ...)
 -- ARGV[4] queues   JSON array of queue names served
 -- Returns: the server time of the announcement, ms. Entries older than ttl_ms
---          are dropped from both sets.
+--          are dropped from both sets (at most 100 of each per call).
 -- Note: keys shared by all queues; on Redis Cluster they live in slot of {~}.
+-- Errors: EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
+local ttl_ms, bad_arg = int_arg(ARGV[2], 'ttl_ms', 1, MAX_MS)
+if bad_arg then return bad_arg end
+local ok_fields, fields = pcall(cjson.decode, ARGV[3])
+local ok_queues, queues = pcall(cjson.decode, ARGV[4])
+if not ok_fields or type(fields) ~= 'table' or not ok_queues or type(queues) ~= 'table' then
+  return redis.error_reply('EMQARG fields must be a JSON object and queues a JSON array')
+end
 local now = now_ms()
-local fields = cjson.decode(ARGV[3])
 local flat = {}
 for k, v in pairs(fields) do
   flat[#flat + 1] = k
@@ -20,12 +28,17 @@ end
 flat[#flat + 1] = 'heartbeat_ms'
 flat[#flat + 1] = now
 redis.call('HSET', KEYS[2], unpack(flat))
-redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[2], ttl_ms)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
-for _, q in ipairs(cjson.decode(ARGV[4])) do
+for _, q in ipairs(queues) do
   redis.call('ZADD', KEYS[3], now, q)
 end
-local stale = now - tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', stale)
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', stale)
+-- Forget announcements nobody renewed, a bounded number per call.
+local stale = now - ttl_ms
+for i = 1, 3, 2 do
+  local old = redis.call('ZRANGE', KEYS[i], '-inf', stale, 'BYSCORE', 'LIMIT', 0, 100)
+  for _, member in ipairs(old) do
+    redis.call('ZREM', KEYS[i], member)
+  end
+end
 return now

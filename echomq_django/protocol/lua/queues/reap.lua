@@ -8,15 +8,18 @@
 -- KEYS[2] pending  emq:{q}:pending
 -- KEYS[3] wake     emq:{q}:wake
 -- KEYS[4] dead     emq:{q}:dead
+-- KEYS[5] claims   emq:{q}:claims, token -> job id of every held lease
 -- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
--- ARGV[2] batch    most leases reaped by this call
--- ARGV[3] wake_cap most wake markers kept
--- ARGV[4] max_stalls stalls allowed before the job goes dead
--- ARGV[5] dead_ttl_ms how long a dead row is kept
--- ARGV[6] stats_ttl_ms how long a per-minute counter lives
--- ARGV[7] keep_ms  how long a cancelled row is kept
+-- ARGV[2] batch    most leases reaped by this call, 1..100000
+-- ARGV[3] wake_cap most wake markers kept, 1..10000
+-- ARGV[4] max_stalls stalls allowed before the job goes dead, 0..1000000
+-- ARGV[5] dead_ttl_ms how long a dead row is kept, 1..2^53
+-- ARGV[6] stats_ttl_ms how long a per-minute counter lives, 1..2^53
+-- ARGV[7] keep_ms  how long a cancelled row is kept, 1..2^53
 -- Returns: the count of expired leases handled (back to pending, dead or cancelled).
--- Errors: EMQKEY the base root is not the queue root of KEYS[1].
+-- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+--         EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
 -- @include signal
 -- @include base
@@ -26,33 +29,38 @@
 -- @include rejoin
 local bad = check_base(ARGV[1], KEYS[1])
 if bad then return bad end
+local n, bad_arg = ints({{ARGV[2], 'batch', 1, 100000}, {ARGV[3], 'wake_cap', 1, 10000},
+  {ARGV[4], 'max_stalls', 0, 1000000}, {ARGV[5], 'dead_ttl_ms', 1, MAX_MS},
+  {ARGV[6], 'stats_ttl_ms', 1, MAX_MS}, {ARGV[7], 'keep_ms', 1, MAX_MS}})
+if bad_arg then return bad_arg end
 local base = ARGV[1]
 local now = now_ms()
-local max_stalls = tonumber(ARGV[4])
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local max_stalls = n[3]
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, n[1])
 local count_back, count_all = 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local row = base .. 'job:' .. id
-  if redis.call('HGET', row, 'state') == 'active' then
+  local found = redis.call('HMGET', row, 'state', 'token')
+  if found[1] == 'active' then
     -- Dropping the token fences the old holder out: its ack, retry, snooze,
     -- extend or dead now fails with EMQSTALE.
-    redis.call('HDEL', row, 'token', 'lease_until_ms')
+    end_lease(row, KEYS[1], KEYS[5], id, found[2] or '')
     local stalls = redis.call('HINCRBY', row, 'stalls', 1)
     count_all = count_all + 1
-    if end_if_cancelled(row, KEYS[1], id, now, tonumber(ARGV[7])) then
+    if end_if_cancelled(row, KEYS[1], KEYS[5], id, found[2] or '', now, n[6]) then
       -- Cancelled: never run again, counted neither as done nor as failed.
     elseif stalls > max_stalls then
       redis.call('HSET', row, 'state', 'dead', 'reason', 'stalled', 'finished_at_ms', now,
         'last_error', 'the lease expired ' .. stalls .. ' times (max_stalls ' .. max_stalls .. ')')
-      redis.call('PEXPIRE', row, tonumber(ARGV[5]))
+      redis.call('PEXPIRE', row, n[4])
       redis.call('ZADD', KEYS[4], now, id)
-      count(base, 'failed', now, tonumber(ARGV[6]))
+      count(base, 'failed', now, n[5])
     else
       rejoin(row, KEYS[2], id)
       count_back = count_back + 1
     end
   end
 end
-signal(KEYS[3], count_back, tonumber(ARGV[3]))
+signal(KEYS[3], count_back, n[2])
 return count_all

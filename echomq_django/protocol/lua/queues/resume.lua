@@ -2,11 +2,15 @@
 -- KEYS[1] paused   emq:{q}:paused
 -- KEYS[2] pending  emq:{q}:pending
 -- KEYS[3] wake     emq:{q}:wake
--- ARGV[1] wake_cap most wake markers kept
+-- ARGV[1] wake_cap most wake markers kept, 1..10000
 -- Returns: 1 resumed now, 0 was not paused.
+-- Errors: EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include signal
+local wake_cap, bad_arg = int_arg(ARGV[1], 'wake_cap', 1, 10000)
+if bad_arg then return bad_arg end
 if redis.call('DEL', KEYS[1]) == 0 then
   return 0
 end
-signal(KEYS[3], redis.call('ZCARD', KEYS[2]), tonumber(ARGV[1]))
+signal(KEYS[3], redis.call('ZCARD', KEYS[2]), wake_cap)
 return 1

@@ -1,0 +1,137 @@
+"""Riding out a server that drops connections, fills up or restarts.
+
+Two tools for every loop runechomq runs (docs/protocol.md, "Faults"):
+
+- :func:`persist` repeats a call that failed for a reason that passes (a lost
+  connection, a timeout, ``OOM`` under ``maxmemory`` with noeviction, a
+  server still ``LOADING``, a ``BUSY`` script, a ``READONLY`` replica during
+  failover) with capped exponential backoff and jitter, until a deadline.
+  Every script it repeats is safe to repeat: a finish answers the outcome it
+  recorded, a claim answers the lease its token holds.
+- :class:`Outage` logs one line when the server becomes unavailable (its URL
+  without a password) and one when it is available again, however many
+  threads notice, instead of a traceback per failed call.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from typing import Callable, TypeVar
+
+import redis
+
+__all__ = ["Outage", "persist", "passing", "Backoff"]
+
+T = TypeVar("T")
+
+log = logging.getLogger("echomq.connection")
+
+#: Server error codes that pass on their own (the first word of the reply).
+PASSING_CODES = frozenset({"OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN",
+                           "CLUSTERDOWN", "NOREPLICAS"})
+#: The classes redis-py turns some of those replies into (the code is then
+#: dropped from the message).
+_PASSING_CLASSES = tuple(getattr(redis.exceptions, name) for name in (
+    "ConnectionError", "TimeoutError", "OutOfMemoryError", "BusyLoadingError",
+    "ReadOnlyError", "MasterDownError", "TryAgainError", "ClusterDownError")
+    if hasattr(redis.exceptions, name))
+
+
+def passing(err: BaseException) -> bool:
+    """True for a failure that passes on its own (see the module doc)."""
+    if isinstance(err, _PASSING_CLASSES):
+        return True
+    if isinstance(err, redis.ResponseError):
+        code = getattr(err, "status_code", None) or str(err).split(" ", 1)[0]
+        return code in PASSING_CODES
+    return False
+
+
+class Backoff:
+    """Capped exponential delays with full jitter: 50 ms, 100 ms, ... ``cap_s``."""
+
+    def __init__(self, first_s: float = 0.05, cap_s: float = 2.0) -> None:
+        self.first_s, self.cap_s = first_s, cap_s
+        self._next = first_s
+
+    def next_s(self) -> float:
+        """The next delay, in seconds."""
+        delay, self._next = self._next, min(self._next * 2, self.cap_s)
+        return random.uniform(delay / 2, delay)
+
+    def reset(self) -> None:
+        self._next = self.first_s
+
+
+class Outage:
+    """Whether the server is reachable, as this process last saw it; logs the
+    changes once. Thread-safe.
+
+    A dropped connection that the next attempt repairs (a ``CLIENT KILL``, a
+    proxy's idle timeout) is not an outage and is not logged; failures that go
+    on for :data:`QUIET_S` are, once, and their end once.
+    """
+
+    #: How long failures must go on before they are logged as an outage (s).
+    QUIET_S = 0.5
+
+    def __init__(self, where: str = "the server") -> None:
+        self.where = where
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._first: BaseException | None = None
+        self._logged = False
+
+    @property
+    def down(self) -> bool:
+        return self._since is not None
+
+    def failed(self, err: BaseException) -> None:
+        """A call failed for a passing reason; log it if this is an outage."""
+        now = time.monotonic()
+        with self._lock:
+            if self._since is None:
+                self._since, self._first = now, err
+                return
+            if self._logged or now - self._since < self.QUIET_S:
+                return
+            self._logged = True
+            first = self._first
+        log.warning("%s is unavailable (%s: %s); retrying with backoff", self.where,
+                    type(first).__name__, first)
+
+    def ok(self) -> None:
+        """A call succeeded; log it if this ends an outage."""
+        if self._since is None:
+            return
+        with self._lock:
+            since, logged = self._since, self._logged
+            self._since, self._first, self._logged = None, None, False
+        if since is not None and logged:
+            log.warning("%s is available again after %.1f s", self.where,
+                        time.monotonic() - since)
+
+
+def persist(call: Callable[[], T], *, deadline: float, outage: Outage,
+            backoff: Backoff | None = None) -> T:
+    """Return ``call()``, repeating it while it fails for a passing reason and
+    the monotonic ``deadline`` (``time.monotonic()`` seconds) allows.
+
+    Raises the last error when it does not pass or the deadline comes first.
+    """
+    backoff = backoff or Backoff()
+    while True:
+        try:
+            result = call()
+        except redis.RedisError as err:
+            delay_s = backoff.next_s()
+            if not passing(err) or time.monotonic() + delay_s > deadline:
+                raise
+            outage.failed(err)
+            time.sleep(delay_s)
+            continue
+        outage.ok()
+        return result

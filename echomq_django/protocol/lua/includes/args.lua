@@ -1,0 +1,50 @@
+-- Argument checks every script runs before its first write, so a client other
+-- than ours that sends garbage gets an EMQARG error and nothing changes.
+-- Each returns the checked value, or nil and an error reply to return.
+
+-- int_arg(value, name, low, high): an integer in low..high.
+local function int_arg(value, name, low, high)
+  local n = tonumber(value)
+  if n == nil or n ~= math.floor(n) or n < low or n > high then
+    return nil, redis.error_reply('EMQARG ' .. name .. ' must be an integer in ' .. low
+      .. '..' .. high .. ', got ' .. tostring(value))
+  end
+  return n, nil
+end
+
+-- text_arg(value, name): a non-empty string.
+local function text_arg(value, name)
+  if value == nil or value == '' then
+    return nil, redis.error_reply('EMQARG ' .. name .. ' must be a non-empty string')
+  end
+  return value, nil
+end
+
+-- row_arg(row, id, sibling): the row key must be the row of id in the queue
+-- of the sibling key (emq:{q}:<anything>): emq:{q}:job:<id>.
+local function row_arg(row, id, sibling)
+  local close = string.find(sibling, '}:', 1, true)
+  if id == nil or id == '' or close == nil
+      or row ~= string.sub(sibling, 1, close + 1) .. 'job:' .. id then
+    return nil, redis.error_reply('EMQARG key ' .. tostring(row) .. ' is not the row of job '
+      .. tostring(id) .. ' in the queue of ' .. tostring(sibling))
+  end
+  return row, nil
+end
+
+-- ints(spec): int_arg over several {value, name, low, high}; returns the
+-- numbers in order, or nil and the first error reply.
+local function ints(spec)
+  local out = {}
+  for i, s in ipairs(spec) do
+    local n, err = int_arg(s[1], s[2], s[3], s[4])
+    if err then
+      return nil, err
+    end
+    out[i] = n
+  end
+  return out, nil
+end
+
+-- The largest ms value: 2^53, the largest integer a Lua number holds exactly.
+local MAX_MS = 9007199254740992

@@ -22,7 +22,7 @@ from .exceptions import PayloadTooLargeError
 
 __all__ = [
     "MAX_MS", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int", "check_int", "check_ms",
-    "optional_count", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
+    "optional_count", "check_text", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
     "to_ms", "check_payload_text", "check_backoff",
 ]
 
@@ -72,11 +72,43 @@ def optional_count(name: str, value: object) -> int | None:
     return value
 
 
+def _utf8(name: str, text: str) -> bytes:
+    # Redis stores bytes: a lone surrogate ("\ud800", what surrogateescape
+    # leaves for undecodable bytes) has no UTF-8 form, and redis-py would fail
+    # with a UnicodeEncodeError that names nothing.
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{name} must be text UTF-8 can encode; it has a lone surrogate "
+            f"{text[err.start]!r} at index {err.start}"
+        ) from None
+
+
+def check_text(name: str, value: object) -> str:
+    """Return ``value`` if it is a str (empty allowed) that UTF-8 can encode:
+    no lone surrogates such as ``"\\ud800"``.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: it holds a lone surrogate (the message gives its index).
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    _utf8(name, value)
+    return value
+
+
 def check_str(name: str, value: object) -> str:
-    """A non-empty str: TypeError for anything else."""
+    """A non-empty str that UTF-8 can encode (:func:`check_text`).
+
+    Raises:
+        TypeError: not a str, or empty.
+        ValueError: it holds a lone surrogate.
+    """
     if not isinstance(value, str) or not value:
         raise TypeError(f"{name} must be a non-empty str, got {value!r}")
-    return value
+    return check_text(name, value)
 
 
 def check_queue_name(queue: object) -> str:
@@ -145,16 +177,17 @@ def _no_constant(name: str) -> None:
 
 def check_payload_text(payload: object, max_bytes: int) -> str:
     """Return ``payload`` if it is JSON text of at most ``max_bytes`` bytes of
-    UTF-8 (NaN and Infinity are not JSON).
+    UTF-8 (NaN and Infinity are not JSON; lone surrogates have no UTF-8 form,
+    see :func:`check_text`).
 
     Raises:
         TypeError: not a str.
+        ValueError: it holds a lone surrogate, or it is not valid JSON text.
         PayloadTooLargeError (a ValueError): over ``max_bytes``.
-        ValueError: not valid JSON text.
     """
     if not isinstance(payload, str):
         raise TypeError(f"payload must be JSON text (str), got {type(payload).__name__}")
-    size = len(payload.encode("utf-8", "surrogatepass"))
+    size = len(_utf8("payload", payload))
     if size > max_bytes:
         raise PayloadTooLargeError(f"payload is {size} bytes; the limit is {max_bytes}")
     try:

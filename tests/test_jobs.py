@@ -758,5 +758,57 @@ def test_payload_size_limit_on_the_protocol_surface(conn, redis_client, queue):
     assert len(redis_client.zrange(Keyspace(queue).pending, 0, -1)) == 1
 
 
+# -- text that UTF-8 cannot encode -----------------------------------------------
+
+
+LONE = "\ud800"  # a lone surrogate: what surrogateescape leaves for a bad byte
+
+
+@pytest.mark.parametrize("verb", ["enqueue", "enqueue_at", "enqueue_in"])
+def test_a_lone_surrogate_in_payload_text_is_refused_naming_payload(
+        jobs, redis_client, queue, verb):
+    text = '{"name": "caf' + LONE + '"}'
+    extra = {"enqueue": (), "enqueue_at": (2_000_000_000_000,), "enqueue_in": (10,)}[verb]
+    with pytest.raises(ValueError, match=r"payload must be text UTF-8 can encode; it has a "
+                                         r"lone surrogate '\\ud800' at index 13") as info:
+        getattr(jobs, verb)(queue, _new_id(), text, *extra)
+    assert not isinstance(info.value, UnicodeError)
+    assert snapshot(redis_client, queue) == {}
+    # The escaped form is plain ASCII JSON text and is accepted.
+    assert getattr(jobs, verb)(queue, _new_id(), '{"name": "caf\\ud800"}', *extra) in (
+        "enqueued", "scheduled")
+
+
+def test_a_lone_surrogate_in_a_claim_s_consumer_is_refused(jobs, redis_client, queue):
+    jobs.enqueue(queue, _new_id(), "{}")
+    before = snapshot(redis_client, queue)
+    with pytest.raises(ValueError, match="consumer must be text UTF-8 can encode"):
+        jobs.claim(queue, "worker-" + LONE, 60_000)
+    assert snapshot(redis_client, queue) == before
+
+
+@pytest.mark.parametrize("name, call", [
+    ("error", lambda j, q, c: j.retry(q, c.job_id, c.token, 10, error="boom " + LONE)),
+    ("reason", lambda j, q, c: j.dead(q, c.job_id, c.token, "bad " + LONE)),
+    ("error", lambda j, q, c: j.dead(q, c.job_id, c.token, "failed", error=LONE)),
+    ("message", lambda j, q, c: j.progress(q, c.job_id, c.token, 50, message=LONE)),
+    ("token", lambda j, q, c: j.ack(q, c.job_id, c.token + LONE)),
+    ("token", lambda j, q, c: j.retry(q, c.job_id, c.token + LONE, 10)),
+    ("token", lambda j, q, c: j.snooze(q, c.job_id, c.token + LONE, 10)),
+    ("token", lambda j, q, c: j.dead(q, c.job_id, c.token + LONE, "failed")),
+    ("token", lambda j, q, c: j.extend(q, c.job_id, c.token + LONE, 1000)),
+    ("token", lambda j, q, c: j.release(q, c.job_id, c.token + LONE)),
+    ("token", lambda j, q, c: j.progress(q, c.job_id, c.token + LONE, 50)),
+])
+def test_a_lone_surrogate_in_a_held_job_s_text_is_refused_naming_it(
+        jobs, redis_client, queue, name, call):
+    claim = _claimed(jobs, queue)
+    before = snapshot(redis_client, queue)
+    with pytest.raises(ValueError, match=f"{name} must be text UTF-8 can encode") as info:
+        call(jobs, queue, claim)
+    assert not isinstance(info.value, UnicodeError)
+    assert snapshot(redis_client, queue) == before
+
+
 def snapshot(client, queue: str) -> dict:
     return state.snapshot(client, state.queue_pattern(queue))

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from .. import rules
-from ..rules import check_int, check_job_id, check_str
+from ..rules import check_int, check_job_id, check_str, check_text
 from . import scripts
 from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
 from .records import Claim, JobRow, Outcome
@@ -37,7 +37,10 @@ class Jobs:
 
     Every method validates its arguments first (ValueError or TypeError naming
     the argument, nothing written) and runs one atomic script. Payloads larger
-    than ``max_payload_bytes`` raise PayloadTooLargeError (a ValueError).
+    than ``max_payload_bytes`` raise PayloadTooLargeError (a ValueError). Text
+    arguments (payload, consumer, token, reason, error, message) must be
+    encodable as UTF-8: a lone surrogate (``"\\ud800"``) raises ValueError
+    naming the argument (:func:`echomq_django.rules.check_text`).
     """
 
     def __init__(self, conn, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
@@ -52,7 +55,8 @@ class Jobs:
         Returns ``"enqueued"``, or ``"duplicate"`` when the row exists (nothing
         changes). Raises KindError for a non-JOB id; ValueError for a bad queue
         name, a job id that is not 1-200 characters of ``[A-Za-z0-9._-]``, or a
-        payload that is not JSON (NaN and Infinity included);
+        payload that is not JSON (NaN and Infinity included) or holds a lone
+        surrogate;
         PayloadTooLargeError over the size limit; TypeError for non-str arguments.
         """
         ks = Keyspace(queue)
@@ -174,8 +178,8 @@ class Jobs:
         check_int("keep_ms", keep_ms, 1)
         _, state = scripts.run(
             self.conn, "jobs/retry", [ks.job(job_id), ks.active, ks.schedule, ks.beat],
-            [job_id, check_str("token", token), delay_ms, str(error), ks.base, STATS_TTL_MS,
-             keep_ms])
+            [job_id, check_str("token", token), delay_ms, check_text("error", str(error)), ks.base,
+             STATS_TTL_MS, keep_ms])
         return state
 
     def snooze(self, queue: str, job_id: str, token: str, delay_ms: int,
@@ -208,8 +212,7 @@ class Jobs:
         """
         ks = Keyspace(queue)
         check_int("percent", percent, 0, 100)
-        if not isinstance(message, str):
-            raise TypeError(f"message must be a str, got {type(message).__name__}")
+        check_text("message", message)
         return scripts.run(self.conn, "jobs/progress", [ks.job(job_id)],
                            [job_id, check_str("token", token), percent, message]) == 1
 
@@ -234,8 +237,8 @@ class Jobs:
         check_int("keep_ms", keep_ms, 1)
         _, state = scripts.run(
             self.conn, "jobs/dead", [ks.job(job_id), ks.active, ks.dead],
-            [job_id, check_str("token", token), check_str("reason", reason), str(error),
-             ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS, keep_ms])
+            [job_id, check_str("token", token), check_str("reason", reason),
+             check_text("error", str(error)), ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS, keep_ms])
         return state
 
     def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:

@@ -18,12 +18,12 @@ import json
 import re
 from typing import Any
 
-from .exceptions import PayloadTooLargeError
+from .exceptions import PayloadError, PayloadTooLargeError
 
 __all__ = [
     "MAX_MS", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int", "check_int", "check_ms",
     "optional_count", "check_text", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
-    "to_ms", "check_payload_text", "check_backoff",
+    "to_ms", "check_payload_text", "check_backoff", "MAX_JSON_DEPTH", "check_json_nesting",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -35,6 +35,15 @@ QUEUE_NAME_RULE = "1-100 characters of [A-Za-z0-9._-]"
 _JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 JOB_ID_RULE = "1-200 characters of [A-Za-z0-9._-]"
 _SCHEDULE_NAME = re.compile(r"\S{1,200}")
+
+#: How deep a JSON value may nest lists and dicts (``[]`` is 1 deep, ``[[1]]``
+#: 2). Real data stays far below it; it keeps every reader well inside its own
+#: limit: Python's json gives up near 1,000 levels (the recursion limit, shared
+#: with the caller's stack), serde_json at 128, and a ``@job`` envelope adds
+#: two levels to its arguments.
+MAX_JSON_DEPTH = 100
+# Marks, on the walk's stack, the end of a container's children.
+_LEAVE = object()
 
 
 def is_int(value: object) -> bool:
@@ -169,6 +178,45 @@ def to_ms(name: str, value: Any) -> int:
     if is_int(value):
         return value
     raise TypeError(f"{name} must be a timedelta or an int of ms, got {type(value).__name__}")
+
+
+def check_json_nesting(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise unless the lists, tuples and dicts in ``value`` nest at most
+    ``max_depth`` deep and none contains itself.
+
+    Only the nesting is judged (the types are :func:`echomq_django.api.payload.check_json`'s
+    rule). The walk keeps its own stack, so any depth is reported, never a
+    RecursionError, and a cycle is found instead of walked forever.
+
+    Raises:
+        PayloadError (a TypeError): ``"<name> is nested deeper than 100 levels
+            of lists and dicts"``, or ``"<name>[0] contains itself (again at
+            <name>[0][1])"``.
+    """
+    stack = [(value, name, 1)]
+    enclosing: dict[int, str] = {}  # id -> path of the containers around the walk
+    while stack:
+        item, path, depth = stack.pop()
+        if item is _LEAVE:
+            del enclosing[path]  # here ``path`` holds the container's id
+            continue
+        if isinstance(item, dict):
+            children = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
+        else:
+            continue
+        if id(item) in enclosing:
+            raise PayloadError(f"{enclosing[id(item)]} contains itself (again at {path}); "
+                               "JSON cannot hold a cycle")
+        if depth > max_depth:
+            raise PayloadError(f"{name} is nested deeper than {max_depth} levels of lists "
+                               "and dicts")
+        enclosing[id(item)] = path
+        stack.append((_LEAVE, id(item), 0))
+        for key, child in children:
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, f"{path}[{key!r}]", depth + 1))
 
 
 def _no_constant(name: str) -> None:

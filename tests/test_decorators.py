@@ -10,6 +10,7 @@ from django.test import override_settings
 from echomq_django import Backoff, JobFunction, Outcome, PayloadError, PayloadTooLargeError, job
 from echomq_django.api import registry
 from echomq_django.protocol.keyspace import Keyspace
+from tests import state
 from tests.testapp import jobs as testjobs
 
 
@@ -148,3 +149,48 @@ def test_backoff_constructor_is_usable_in_job():
         assert jf.backoff == ("jitter", ("exponential", 100, 1000))
     finally:
         registry.register(testjobs.add)
+
+
+def _nested(levels):
+    value = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("enqueue", [
+    lambda fn, *a, **k: fn.enqueue(*a, **k),
+    lambda fn, *a, **k: fn.enqueue_in(10, *a, **k),
+    lambda fn, *a, **k: fn.enqueue_at(2_000_000_000_000, *a, **k),
+])
+def test_a_payload_nested_too_deep_raises_payload_error_and_writes_nothing(
+        redis_client, queue, enqueue):
+    fn = testjobs.add.using(queue=queue)
+    with pytest.raises(PayloadError, match=r"^args\[0\] is nested deeper than 100 levels"):
+        enqueue(fn, _nested(100_000), 1)
+    with pytest.raises(PayloadError, match=r"^kwargs\['b'\] is nested deeper than 100 levels"):
+        enqueue(fn, 1, b={"x": _nested(100)})
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+    # 100 levels is the limit, not past it: the worker reads it back.
+    handle = enqueue(fn, _nested(100), 1)
+    text = redis_client.hget(Keyspace(queue).job(handle.job_id), "payload")
+    assert json.loads(text)["args"][0] == _nested(100)
+
+
+def test_a_payload_that_contains_itself_raises_payload_error_and_writes_nothing(
+        redis_client, queue):
+    fn = testjobs.add.using(queue=queue)
+    loop = [1, 2]
+    loop.append(loop)
+    with pytest.raises(PayloadError, match=r"^args\[0\] contains itself \(again at args\[0\]\[2\]\)"):
+        fn.enqueue(loop, 1)
+    ring = {"next": {"items": []}}
+    ring["next"]["items"].append(ring)
+    with pytest.raises(PayloadError,
+                       match=r"^kwargs\['b'\] contains itself \(again at "
+                             r"kwargs\['b'\]\['next'\]\['items'\]\[0\]\)"):
+        fn.enqueue(1, b=ring)
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+    # The same object twice is not a cycle.
+    shared = [1]
+    assert fn.enqueue([shared, shared], 1).outcome is Outcome.ENQUEUED

@@ -758,6 +758,24 @@ def test_payload_size_limit_on_the_protocol_surface(conn, redis_client, queue):
     assert len(redis_client.zrange(Keyspace(queue).pending, 0, -1)) == 1
 
 
+def test_an_ack_result_nested_too_deep_or_containing_itself_changes_nothing(
+        jobs, redis_client, queue):
+    from echomq_django import PayloadError
+
+    claim = _claimed(jobs, queue)
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    loop = {}
+    loop["me"] = loop
+    before = snapshot(redis_client, queue)
+    with pytest.raises(PayloadError, match="^result is nested deeper than 100 levels"):
+        jobs.ack(queue, claim.job_id, claim.token, deep)
+    with pytest.raises(PayloadError, match=r"^result contains itself \(again at result\['me'\]\)"):
+        jobs.ack(queue, claim.job_id, claim.token, loop)
+    assert snapshot(redis_client, queue) == before
+
+
 # -- text that UTF-8 cannot encode -----------------------------------------------
 
 

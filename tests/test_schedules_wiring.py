@@ -60,6 +60,23 @@ def test_bad_settings_schedules_fail_the_check(valkey_url, spec, words):
     assert len(errors) == 1 and words in errors[0].msg, errors
 
 
+def test_settings_schedule_kwargs_nested_too_deep_fail_the_check(valkey_url):
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    loop = []
+    loop.append(loop)
+    with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {
+            "deep": {"job": "tests.testapp.jobs.add", "args": [1], "kwargs": {"b": deep},
+                     "every_ms": 1000}}}):
+        errors = [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E011"]
+    assert len(errors) == 1 and "template is nested deeper than 100 levels" in errors[0].msg
+    with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {
+            "loop": {"job": "tests.testapp.jobs.add", "args": [1, loop], "every_ms": 1000}}}):
+        errors = [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E011"]
+    assert len(errors) == 1 and "template['args'][1] contains itself" in errors[0].msg
+
+
 def test_valid_settings_pass_the_check(valkey_url):
     with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {
             "ok": {"job": "tests.testapp.jobs.add", "every_ms": 60_000}}}):

@@ -155,7 +155,8 @@ class Jobs:
         ``result`` must be JSON-serialisable (stored as JSON text). Returns
         ``"done"``, or ``"cancelled"`` when a cancel was requested while it ran
         (protocol.md, "ack"). Raises StaleTokenError when ``token`` no longer
-        holds the lease (nothing changes); TypeError for a non-JSON result.
+        holds the lease (nothing changes); TypeError for a non-JSON result
+        (PayloadError for one nested deeper than 100 levels or containing itself).
         """
         ks = Keyspace(queue)
         text = "" if result is None else _to_json("result", result)
@@ -297,6 +298,7 @@ class Jobs:
 
 
 def _to_json(name: str, value: Any) -> str:
+    rules.check_json_nesting(name, value)
     try:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as err:

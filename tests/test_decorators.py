@@ -194,3 +194,19 @@ def test_a_payload_that_contains_itself_raises_payload_error_and_writes_nothing(
     # The same object twice is not a cycle.
     shared = [1]
     assert fn.enqueue([shared, shared], 1).outcome is Outcome.ENQUEUED
+
+
+@pytest.mark.parametrize("options", [
+    {"cron": "0 9 * * *", "tz": "x" * 300},   # zoneinfo's OSError: file name too long
+    {"cron": "0 9 * * *", "tz": "Europe"},    # a directory of the zone database
+    {"cron": "0 9 * * *", "tz": ""},          # was read as "UTC" here, refused at boot
+    {"every": 60_000, "tz": ""},
+    {"tz": ""},                               # no schedule: still not a zone
+])
+def test_a_bad_tz_fails_at_decoration_naming_tz(options):
+    try:
+        with pytest.raises(ValueError, match=r"^tz must be an IANA zone name, got '") as info:
+            job(**options)(testjobs.hourly_report.fn)
+        assert not isinstance(info.value, OSError) and len(str(info.value)) < 400
+    finally:
+        registry.register(testjobs.hourly_report)

@@ -198,6 +198,16 @@ def test_a_template_nested_too_deep_or_containing_itself_is_refused(
     assert keys_of(redis_client, queue) == []
 
 
+@pytest.mark.parametrize("tz", ["", "x" * 300, "Europe"])
+@pytest.mark.parametrize("method", ["register", "upsert"])
+def test_a_tz_that_names_no_zone_raises_value_error_naming_tz(rep, redis_client, queue, method,
+                                                              tz):
+    with pytest.raises(ValueError, match=r"tz must be an IANA zone name, got '") as info:
+        getattr(rep, method)(queue, "bad-tz", cron="0 9 * * *", tz=tz, template={})
+    assert not isinstance(info.value, OSError)
+    assert keys_of(redis_client, queue) == []
+
+
 @pytest.mark.parametrize("queue_name,name,exc,word", [
     ("bad queue", "n", ValueError, "queue"),
     ("q", "", ValueError, "name"),

@@ -16,11 +16,14 @@ Options (None means the ``ECHOMQ`` setting of the same name): ``queue``
 ["default"], ``max_attempts`` [MAX_ATTEMPTS], ``backoff`` [BACKOFF],
 ``lease_ms`` [LEASE_MS], ``context`` [False: pass ``context=JobContext``],
 ``timeout_ms`` [None: no time limit; see docs/protocol.md, "Time limit"].
-Recurring schedules: ``every`` (timedelta or ms) or ``cron`` (with ``tz``),
-``missed`` ["coalesce"]; see docs/repeat.md.
+Recurring schedules: ``every`` (timedelta or ms) or ``cron`` (with ``tz``, an
+IANA zone name [None: settings.TIME_ZONE at sync]), ``missed`` ["coalesce"];
+see docs/repeat.md.
 
-Errors: TypeError at decoration for a function that is not module-level or
-for bad options; at enqueue, PayloadError (TypeError) for non-JSON arguments
+Errors: TypeError at decoration for a function that is not module-level;
+TypeError or ValueError naming the option for a bad one (a ``tz`` that names
+no zone, ``""`` included, raises ValueError here, not when runechomq boots); at
+enqueue, PayloadError (TypeError) for non-JSON arguments
 and PayloadTooLargeError (ValueError) over MAX_PAYLOAD_BYTES, both before
 anything is written.
 """

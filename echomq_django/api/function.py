@@ -59,13 +59,17 @@ class JobFunction:
         if self.every_ms is not None and self.every_ms <= 0:
             raise ValueError(f"every must be > 0 ms, got {self.every_ms}")
         self.cron, self.tz, self.missed = cron, tz, missed
+        if tz is not None:
+            from ..repeat.cadence import check_tz
+
+            check_tz(tz)  # "" included: only None means the default zone.
         if self.schedule is not None:
             from ..repeat.sync import plan
 
             # Validate now (bad cron, unknown zone, bad missed): ValueError at
             # import, not at the first runechomq. The default zone is read at
             # sync time, so validate against UTC when none is given.
-            plan([dict(self.schedule, tz=tz or "UTC")])
+            plan([dict(self.schedule, tz="UTC" if tz is None else tz)])
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

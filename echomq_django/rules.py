@@ -1,4 +1,5 @@
-"""The argument rules, in one place: ints and ms ranges, names, ids, queue names.
+"""The argument rules, in one place: ints and ms ranges, run-at instants, text,
+JSON nesting, names, ids, queue names.
 
 Every public surface checks its arguments with these before anything is
 written, so a bad value raises in the caller and the server never sees it:
@@ -23,12 +24,18 @@ from .exceptions import PayloadError, PayloadTooLargeError
 __all__ = [
     "MAX_MS", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int", "check_int", "check_ms",
     "optional_count", "check_text", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
-    "to_ms", "check_payload_text", "check_backoff", "MAX_JSON_DEPTH", "check_json_nesting",
+    "to_ms", "MIN_RUN_AT_MS", "check_run_at_ms", "to_run_at_ms", "check_payload_text", "check_backoff", "MAX_JSON_DEPTH", "check_json_nesting",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
 #: largest integer a Lua number (a double) holds exactly.
 MAX_MS = 2**53
+#: The earliest run-at an instant may name: 2000-01-01T00:00:00Z in Unix ms.
+#: An earlier one is a unit mistake, not a wish: Unix *seconds* for now (about
+#: 1.7e9) read as ms fall in January 1970, and the job would run at once.
+MIN_RUN_AT_MS = 946_684_800_000
+_ONE_MS = dt.timedelta(milliseconds=1)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 QUEUE_NAME_RULE = "1-100 characters of [A-Za-z0-9._-]"
@@ -166,18 +173,68 @@ def check_schedule_name(name: object) -> str:
     return name
 
 
-def to_ms(name: str, value: Any) -> int:
-    """A ``timedelta`` or an int of ms, as an int of ms (timedeltas are
-    truncated to whole ms, toward zero).
+def to_ms(name: str, value: Any, low: int | None = None) -> int:
+    """A ``timedelta`` or an int of ms, as an int of ms. A timedelta is rounded
+    down to whole ms (``timedelta(microseconds=1500)`` is 1), so a negative
+    one stays negative (``timedelta(microseconds=-1)`` is -1, never 0).
+
+    With ``low``, a value below ``low`` ms raises, whatever its unit.
 
     Raises:
         TypeError: neither a timedelta nor an int.
+        ValueError: below ``low`` (the message gives the value in ms).
     """
     if isinstance(value, dt.timedelta):
-        return int(value / dt.timedelta(milliseconds=1))
+        ms, shown = value // _ONE_MS, f"{value / _ONE_MS!r} ms"
+    elif is_int(value):
+        ms, shown = value, f"{value} ms"
+    else:
+        raise TypeError(f"{name} must be a timedelta or an int of ms, got {type(value).__name__}")
+    if low is not None and ms < low:
+        raise ValueError(f"{name} must be >= {low} ms, got {shown}")
+    return ms
+
+
+def check_run_at_ms(name: str, value: object) -> int:
+    """Return ``value`` if it is an int of Unix ms in ``MIN_RUN_AT_MS..MAX_MS``
+    (2000-01-01 to 2**53).
+
+    Raises:
+        TypeError: not an int (bools are not ints here).
+        ValueError: before 2000-01-01 (the message says the unit is ms and,
+            for a value that reads as Unix seconds, that it looks like
+            seconds: 2000..2100 read as Unix seconds), or past ``MAX_MS``.
+    """
+    if is_int(value) and value < MIN_RUN_AT_MS:
+        # 946684800..4102444800 read as Unix seconds is 2000..2100.
+        hint = ", which looks like seconds" if 946_684_800 <= value < 4_102_444_800 else ""
+        raise ValueError(f"{name} must be Unix milliseconds (>= {MIN_RUN_AT_MS}, 2000-01-01); "
+                         f"got {value}{hint}")
+    return check_int(name, value, MIN_RUN_AT_MS)
+
+
+def to_run_at_ms(name: str, value: Any) -> int:
+    """A timezone-aware ``datetime`` or an int of Unix ms, as Unix ms (a
+    datetime is rounded down to whole ms), checked by :func:`check_run_at_ms`.
+
+    Raises:
+        TypeError: neither a datetime nor an int.
+        ValueError: a naive datetime; an instant before 2000-01-01 or past
+            ``MAX_MS``.
+    """
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{name} must be a timezone-aware datetime (or Unix ms), "
+                             f"got naive {value.isoformat()}")
+        ms = (value - _EPOCH) // _ONE_MS
+        if ms < MIN_RUN_AT_MS:
+            raise ValueError(f"{name} must be 2000-01-01T00:00:00Z or later, "
+                             f"got {value.isoformat()}")
+        return check_int(name, ms, MIN_RUN_AT_MS)
     if is_int(value):
-        return value
-    raise TypeError(f"{name} must be a timedelta or an int of ms, got {type(value).__name__}")
+        return check_run_at_ms(name, value)
+    raise TypeError(f"{name} must be an aware datetime or an int of Unix ms, "
+                    f"got {type(value).__name__}")
 
 
 def check_json_nesting(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> None:

@@ -98,7 +98,8 @@ def test_enqueue_at_accepts_aware_datetime_and_ms(redis_client, queue):
 @pytest.mark.parametrize("call, error, words", [
     (lambda fn: fn.enqueue_at(dt.datetime(2030, 1, 1), 1, 2), ValueError, "timezone-aware"),
     (lambda fn: fn.enqueue_at("tomorrow", 1, 2), TypeError, "aware datetime"),
-    (lambda fn: fn.enqueue_at(-1, 1, 2), ValueError, "2\\*\\*53"),
+    (lambda fn: fn.enqueue_at(-1, 1, 2), ValueError, "when must be Unix milliseconds"),
+    (lambda fn: fn.enqueue_at(2**53 + 1, 1, 2), ValueError, "9007199254740992"),
     (lambda fn: fn.enqueue_in(-5, 1, 2), ValueError, ">= 0"),
     (lambda fn: fn.enqueue_in(1.5, 1, 2), TypeError, "timedelta"),
     (lambda fn: fn.enqueue(dt.datetime.now()), PayloadError, "args\\[0\\] is a datetime"),
@@ -210,3 +211,46 @@ def test_a_bad_tz_fails_at_decoration_naming_tz(options):
         assert not isinstance(info.value, OSError) and len(str(info.value)) < 400
     finally:
         registry.register(testjobs.hourly_report)
+
+
+@pytest.mark.parametrize("delay, shown", [
+    (dt.timedelta(microseconds=-1), "-0.001 ms"),   # was rounded to 0 and accepted
+    (dt.timedelta(milliseconds=-1), "-1.0 ms"),
+    (dt.timedelta(days=-1), "-86400000.0 ms"),
+    (-1, "-1 ms"),
+])
+def test_a_negative_delay_is_refused_whatever_its_unit(redis_client, queue, delay, shown):
+    with pytest.raises(ValueError, match=f"^delay must be >= 0 ms, got {shown}$"):
+        testjobs.add.using(queue=queue).enqueue_in(delay, 1, 2)
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+
+
+def test_a_positive_sub_millisecond_delay_rounds_down(redis_client, queue, server_time_ms):
+    before = server_time_ms()
+    handle = testjobs.add.using(queue=queue).enqueue_in(dt.timedelta(microseconds=1999), 1, 2)
+    assert before + 1 <= redis_client.zscore(Keyspace(queue).schedule, handle.job_id) <= \
+        server_time_ms() + 1
+
+
+def test_enqueue_at_refuses_unix_seconds_and_instants_before_2000(redis_client, queue):
+    import time
+
+    fn = testjobs.add.using(queue=queue)
+    seconds = int(time.time()) + 5
+    with pytest.raises(ValueError, match=(
+            rf"^when must be Unix milliseconds \(>= 946684800000, 2000-01-01\); got {seconds}, "
+            r"which looks like seconds$")):
+        fn.enqueue_at(seconds, 1, 2)
+    with pytest.raises(ValueError, match=r"^when must be Unix milliseconds .*; got 5$"):
+        fn.enqueue_at(5, 1, 2)
+    late_1999 = dt.datetime(1999, 12, 31, 23, 59, 59, 999_000, tzinfo=dt.timezone.utc)
+    with pytest.raises(ValueError, match=r"^when must be 2000-01-01T00:00:00Z or later, "
+                                         r"got 1999-12-31T23:59:59.999000\+00:00$"):
+        fn.enqueue_at(late_1999, 1, 2)
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+    # The bound itself is an instant (in the past: due at once).
+    ks = Keyspace(queue)
+    first = fn.enqueue_at(946_684_800_000, 1, 2)
+    second = fn.enqueue_at(late_1999 + dt.timedelta(milliseconds=1), 1, 2)
+    assert redis_client.zscore(ks.schedule, first.job_id) == 946_684_800_000
+    assert redis_client.zscore(ks.schedule, second.job_id) == 946_684_800_000

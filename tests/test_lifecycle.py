@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
 import redis
@@ -296,7 +297,7 @@ def test_a_negative_delay_is_refused_and_writes_nothing(jobs, redis_client, queu
 
 
 @pytest.mark.parametrize("outcome", [Snooze, Retry])
-@pytest.mark.parametrize("delay", [-1, 1.5, "10"])
+@pytest.mark.parametrize("delay", [-1, 1.5, "10", timedelta(microseconds=-1)])
 def test_outcomes_refuse_a_bad_delay(outcome, delay):
     with pytest.raises(ValueError, match="delay_ms"):
         outcome(delay)

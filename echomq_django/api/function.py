@@ -23,16 +23,6 @@ from .handle import JobHandle
 __all__ = ["JobFunction"]
 
 
-def _run_at_ms(when: object) -> int:
-    if isinstance(when, dt.datetime):
-        if when.tzinfo is None or when.utcoffset() is None:
-            raise ValueError("enqueue_at needs a timezone-aware datetime (or Unix ms)")
-        return int(when.timestamp() * 1000)
-    if rules.is_int(when):
-        return when
-    raise TypeError(f"when must be an aware datetime or an int of Unix ms, got {type(when).__name__}")
-
-
 class JobFunction:
     """A registered job. Call it to run inline; ``enqueue*`` to run it on a worker."""
 
@@ -55,9 +45,7 @@ class JobFunction:
         self.context = bool(context)
         if every is not None and cron is not None:
             raise ValueError("@job takes every or cron, not both")
-        self.every_ms = None if every is None else rules.to_ms("every", every)
-        if self.every_ms is not None and self.every_ms <= 0:
-            raise ValueError(f"every must be > 0 ms, got {self.every_ms}")
+        self.every_ms = None if every is None else rules.to_ms("every", every, low=1)
         self.cron, self.tz, self.missed = cron, tz, missed
         if tz is not None:
             from ..repeat.cadence import check_tz
@@ -129,20 +117,29 @@ class JobFunction:
         return JobHandle(self.queue, job_id, self._jobs().enqueue(self.queue, job_id, text))
 
     def enqueue_in(self, delay: dt.timedelta | int, *args: Any, **kwargs: Any) -> JobHandle:
-        """Enqueue a run ``delay`` from now on the SERVER clock (timedelta or ms >= 0)."""
-        delay_ms = rules.to_ms("delay", delay)
-        if delay_ms < 0:
-            raise ValueError(f"delay must be >= 0 ms, got {delay_ms}")
+        """Enqueue a run ``delay`` from now on the SERVER clock (timedelta or ms >= 0).
+
+        A timedelta is rounded down to whole ms. Raises ValueError for a
+        negative delay in any unit (``timedelta(microseconds=-1)`` included);
+        TypeError for a delay that is neither; the payload errors of ``enqueue``.
+        """
+        delay_ms = rules.to_ms("delay", delay, low=0)
         text = self._payload(args, kwargs)
         job_id = BrandedId.generate("JOB")
         return JobHandle(self.queue, job_id,
                          self._jobs().enqueue_in(self.queue, job_id, text, delay_ms))
 
     def enqueue_at(self, when: dt.datetime | int, *args: Any, **kwargs: Any) -> JobHandle:
-        """Enqueue a run at ``when`` (an aware datetime or Unix ms); past means now."""
-        run_at_ms = _run_at_ms(when)
-        if not 0 <= run_at_ms <= 2**53:
-            raise ValueError(f"when must be within 0..2**53 Unix ms, got {run_at_ms}")
+        """Enqueue a run at ``when``: an aware datetime, or an int of Unix
+        milliseconds from 2000-01-01 (946684800000) to 2**53. A past instant
+        means now.
+
+        Raises ValueError for a naive datetime or an instant before 2000 (an
+        int that reads as Unix seconds, ``int(time.time())``, is refused as
+        such) or past 2**53; TypeError for anything else; the payload errors of
+        ``enqueue``.
+        """
+        run_at_ms = rules.to_run_at_ms("when", when)
         text = self._payload(args, kwargs)
         job_id = BrandedId.generate("JOB")
         return JobHandle(self.queue, job_id,

@@ -71,10 +71,12 @@ class Jobs:
 
         A run-at in the past is due at once. Returns ``"scheduled"`` or
         ``"duplicate"``. Raises KindError for a non-JOB id; ValueError for
-        ``run_at_ms`` outside 0..2**53 (protocol.md, "schedule").
+        ``run_at_ms`` outside 946684800000..2**53 (2000-01-01 on: an earlier
+        value is seconds passed for ms, refused as such); TypeError for a
+        non-int (protocol.md, "schedule" and "Arguments").
         """
         return self._schedule(queue, job_id, payload, "at",
-                              check_int("run_at_ms", run_at_ms, 0))
+                              rules.check_run_at_ms("run_at_ms", run_at_ms))
 
     def enqueue_in(self, queue: str, job_id: str, payload: str, delay_ms: int) -> Outcome:
         """Admit ``job_id`` to ``schedule`` at SERVER now + ``delay_ms``.

@@ -131,16 +131,16 @@ def test_model_instance_is_refused(redis_client, queue, django_user_model):
 def test_payload_size_limit(redis_client, queue, valkey_url):
     fn = testjobs.add.using(queue=queue)
     with override_settings(ECHOMQ={"URL": valkey_url, "MAX_PAYLOAD_BYTES": 1000}):
-        fn.enqueue("x" * 900)
+        fn.enqueue("x" * 900, "")
         with pytest.raises(PayloadTooLargeError, match="MAX_PAYLOAD_BYTES"):
-            fn.enqueue("x" * 1000)
+            fn.enqueue("x" * 1000, "")
     assert len(redis_client.zrange(Keyspace(queue).pending, 0, -1)) == 1
 
 
 def test_default_payload_limit_is_512_kib(redis_client, queue):
     fn = testjobs.add.using(queue=queue)
     with pytest.raises(PayloadTooLargeError):
-        fn.enqueue("x" * (512 * 1024))
+        fn.enqueue("x" * (512 * 1024), "")
     assert keys_of(redis_client, queue) == []
 
 
@@ -254,3 +254,72 @@ def test_enqueue_at_refuses_unix_seconds_and_instants_before_2000(redis_client, 
     second = fn.enqueue_at(late_1999 + dt.timedelta(milliseconds=1), 1, 2)
     assert redis_client.zscore(ks.schedule, first.job_id) == 946_684_800_000
     assert redis_client.zscore(ks.schedule, second.job_id) == 946_684_800_000
+
+
+@pytest.mark.parametrize("args, kwargs, problem", [
+    (("a", "b", "c"), {}, "too many positional arguments"),
+    ((1,), {}, "missing a required argument: 'b'"),
+    ((1, 2), {"c": 3}, "got an unexpected keyword argument 'c'"),
+    ((1,), {"a": 2}, "multiple values for argument 'a'"),
+])
+@pytest.mark.parametrize("verb", ["enqueue", "enqueue_in", "enqueue_at"])
+def test_arguments_that_do_not_fit_the_signature_raise_before_writing(
+        redis_client, queue, verb, args, kwargs, problem):
+    fn = testjobs.add.using(queue=queue)
+    lead = {"enqueue": (), "enqueue_in": (10,), "enqueue_at": (2_000_000_000_000,)}[verb]
+    with pytest.raises(TypeError) as info:
+        getattr(fn, verb)(*lead, *args, **kwargs)
+    assert type(info.value) is TypeError
+    assert str(info.value) == f"tests.testapp.jobs.add() cannot take these arguments: {problem}"
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+
+
+def test_a_context_job_binds_with_the_context_the_worker_passes(redis_client, queue):
+    fn = testjobs.whoami.using(queue=queue)
+    assert fn.enqueue().outcome is Outcome.ENQUEUED
+    # The 1 would land on context, which the worker passes too.
+    with pytest.raises(TypeError, match=r"^tests\.testapp\.jobs\.whoami\(\) cannot take these "
+                                        r"arguments: multiple values for argument 'context'$"):
+        fn.enqueue(1)
+    with pytest.raises(TypeError, match=r"^tests\.testapp\.jobs\.whoami\(\) gets context= from "
+                                        r"the worker"):
+        fn.enqueue(context="mine")
+    assert len(state.snapshot(redis_client, state.queue_pattern(queue))) == 3  # row, pending, wake
+    assert testjobs.no_context.using(queue=queue).enqueue(1, x=2, context=3)
+
+
+def test_the_signature_is_read_once_not_per_enqueue(redis_client, queue, monkeypatch):
+    import inspect
+
+    def no_more(*args, **kwargs):
+        raise AssertionError("inspect.signature called at enqueue")
+
+    monkeypatch.setattr(inspect, "signature", no_more)
+    fn = testjobs.add.using(queue=queue)
+    fn.enqueue(1, 2)
+    with pytest.raises(TypeError, match="missing a required argument"):
+        fn.enqueue(1)
+
+
+def test_a_recurring_job_that_needs_arguments_fails_at_decoration():
+    try:
+        with pytest.raises(TypeError, match=(
+                r"^tests\.testapp\.jobs\.add\(\) cannot take these arguments: missing a "
+                r"required argument: 'a'; a recurring @job's occurrences pass no arguments")):
+            job(every=60_000)(testjobs.add.fn)
+        with pytest.raises(TypeError, match=r"missing a required argument: 'key'"):
+            job(cron="0 9 * * *", context=True)(testjobs.snooze_then_fail.fn)
+        # The context the worker passes counts: this one binds.
+        job(every=60_000, context=True)(testjobs.context_report.fn)
+    finally:
+        for original in (testjobs.add, testjobs.snooze_then_fail, testjobs.context_report):
+            registry.register(original)
+
+
+def test_context_true_needs_a_context_parameter():
+    try:
+        with pytest.raises(TypeError, match=r"^@job\(context=True\) needs "
+                                            r"tests\.testapp\.jobs\.add\(\) to take a context"):
+            job(context=True)(testjobs.add.fn)
+    finally:
+        registry.register(testjobs.add)

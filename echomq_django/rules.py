@@ -23,7 +23,7 @@ from .exceptions import PayloadError, PayloadTooLargeError
 
 __all__ = [
     "MAX_MS", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int", "check_int", "check_ms",
-    "optional_count", "check_text", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
+    "optional_count", "check_text", "storable_text", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
     "to_ms", "MIN_RUN_AT_MS", "check_run_at_ms", "to_run_at_ms", "check_payload_text", "check_backoff", "MAX_JSON_DEPTH", "check_json_nesting",
 ]
 
@@ -113,6 +113,14 @@ def check_text(name: str, value: object) -> str:
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     _utf8(name, value)
     return value
+
+
+def storable_text(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (the one
+    character ``"\\udcff"`` becomes the six characters ``\\udcff``), so
+    :func:`check_text` accepts it. For text nobody chose, such as a handler's
+    traceback, which must be recorded rather than refused."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_str(name: str, value: object) -> str:

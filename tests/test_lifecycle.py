@@ -634,6 +634,20 @@ def test_snooze_raised_or_returned_gives_the_attempt_back(consumer, jobs, redis_
     assert row.result is None and row.failed_at_ms is None
 
 
+@pytest.mark.parametrize("discard", [False, True])
+def test_a_failure_whose_text_utf8_cannot_encode_is_still_recorded(consumer, jobs, queue,
+                                                                   discard):
+    # surrogateescape turns an undecodable byte into a lone surrogate, which
+    # Redis cannot store; the traceback and reason keep it as an escape.
+    job_id, outcome = run_one(consumer, jobs, queue, testjobs.fail_with,
+                              b"caf\xff".decode("utf-8", "surrogateescape"), discard=discard)
+    assert outcome == ("dead" if discard else "retry")
+    row = jobs.get(queue, job_id)
+    assert row.state == ("dead" if discard else "scheduled")
+    assert "caf\\udcff" in row.last_error
+    assert row.reason == ("caf\\udcff" if discard else None)
+
+
 def test_discard_ends_dead_at_once_with_its_reason(consumer, jobs, redis_client, queue, ks):
     job_id, outcome = run_one(consumer, jobs, queue, testjobs.choose, f"{queue}:n", "discard")
     assert outcome == "dead"

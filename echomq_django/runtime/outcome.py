@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from django.db import close_old_connections
 
+from .. import rules
 from ..api import payload, registry
 from ..api.backoff import Backoff
 from ..api.context import JobContext
@@ -132,7 +133,12 @@ class Runner:
                reason: str = "", error: str = "", delay_ms: int = 0, result=None) -> str:
         """Record ``outcome`` (done, retry, snooze, dead; any other word only
         logs) for ``claim`` and log it; returns the outcome as recorded
-        (cancelled when a cancel was requested, stale when the lease was lost)."""
+        (cancelled when a cancel was requested, stale when the lease was lost).
+
+        ``reason`` and ``error`` come from the handler (a Discard's reason, a
+        traceback): a lone surrogate in them is stored as its escape
+        (:func:`echomq_django.rules.storable_text`), never refused."""
+        reason, error = rules.storable_text(reason), rules.storable_text(error)
         detail = ""
         keep_ms = self.retention.result_ttl_ms
         try:

@@ -22,9 +22,10 @@ from typing import Any
 from .exceptions import PayloadError, PayloadTooLargeError
 
 __all__ = [
-    "MAX_MS", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int", "check_int", "check_ms",
-    "optional_count", "check_text", "storable_text", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
-    "to_ms", "MIN_RUN_AT_MS", "check_run_at_ms", "to_run_at_ms", "check_payload_text", "check_backoff", "MAX_JSON_DEPTH", "check_json_nesting",
+    "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int",
+    "check_int", "check_ms", "optional_count", "check_text", "storable_text", "check_str",
+    "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
+    "to_run_at_ms", "check_payload_text", "check_json_nesting", "check_backoff",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the

@@ -183,7 +183,8 @@ def test_a_payload_that_contains_itself_raises_payload_error_and_writes_nothing(
     fn = testjobs.add.using(queue=queue)
     loop = [1, 2]
     loop.append(loop)
-    with pytest.raises(PayloadError, match=r"^args\[0\] contains itself \(again at args\[0\]\[2\]\)"):
+    with pytest.raises(PayloadError,
+                       match=r"^args\[0\] contains itself \(again at args\[0\]\[2\]\)"):
         fn.enqueue(loop, 1)
     ring = {"next": {"items": []}}
     ring["next"]["items"].append(ring)

@@ -241,7 +241,8 @@ class Jobs:
         _, state = scripts.run(
             self.conn, "jobs/dead", [ks.job(job_id), ks.active, ks.dead],
             [job_id, check_str("token", token), check_str("reason", reason),
-             check_text("error", str(error)), ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS, keep_ms])
+             check_text("error", str(error)), ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS,
+             keep_ms])
         return state
 
     def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:

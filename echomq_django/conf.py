@@ -62,6 +62,10 @@ stable ids:
 - ``echomq.E012`` BACKOFF is not a valid backoff policy.
 - ``echomq.E013`` a schedule in SCHEDULES names a job no ``@job`` registered
   (reported by :func:`echomq_django.checks.check_schedules`).
+- ``echomq.E014`` a recurring schedule's args/kwargs do not fit its job's
+  signature, so every occurrence would fail (reported by
+  :func:`echomq_django.checks.check_schedules`; a recurring ``@job`` whose
+  function needs arguments raises TypeError at decoration).
 
 Signals emitted: none.
 """

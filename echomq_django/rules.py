@@ -1,4 +1,5 @@
-"""The argument rules, in one place: ints and ms ranges, names, ids, queue names.
+"""The argument rules, in one place: ints and ms ranges, run-at instants, text,
+JSON nesting, names, ids, queue names.
 
 Every public surface checks its arguments with these before anything is
 written, so a bad value raises in the caller and the server never sees it:
@@ -18,23 +19,39 @@ import json
 import re
 from typing import Any
 
-from .exceptions import PayloadTooLargeError
+from .exceptions import PayloadError, PayloadTooLargeError
 
 __all__ = [
-    "MAX_MS", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int", "check_int", "check_ms",
-    "optional_count", "check_str", "check_queue_name", "check_job_id", "check_schedule_name",
-    "to_ms", "check_payload_text", "check_backoff", "json_text",
+    "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int",
+    "check_int", "check_ms", "optional_count", "check_text", "storable_text", "check_str",
+    "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
+    "to_run_at_ms", "check_payload_text", "check_json_nesting", "check_backoff", "json_text",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
 #: largest integer a Lua number (a double) holds exactly.
 MAX_MS = 2**53
+#: The earliest run-at an instant may name: 2000-01-01T00:00:00Z in Unix ms.
+#: An earlier one is a unit mistake, not a wish: Unix *seconds* for now (about
+#: 1.7e9) read as ms fall in January 1970, and the job would run at once.
+MIN_RUN_AT_MS = 946_684_800_000
+_ONE_MS = dt.timedelta(milliseconds=1)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 QUEUE_NAME_RULE = "1-100 characters of [A-Za-z0-9._-]"
 _JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 JOB_ID_RULE = "1-200 characters of [A-Za-z0-9._-]"
 _SCHEDULE_NAME = re.compile(r"\S{1,200}")
+
+#: How deep a JSON value may nest lists and dicts (``[]`` is 1 deep, ``[[1]]``
+#: 2). Real data stays far below it; it keeps every reader well inside its own
+#: limit: Python's json gives up near 1,000 levels (the recursion limit, shared
+#: with the caller's stack), serde_json at 128, and a ``@job`` envelope adds
+#: two levels to its arguments.
+MAX_JSON_DEPTH = 100
+# Marks, on the walk's stack, the end of a container's children.
+_LEAVE = object()
 
 
 def is_int(value: object) -> bool:
@@ -72,11 +89,51 @@ def optional_count(name: str, value: object) -> int | None:
     return value
 
 
+def _utf8(name: str, text: str) -> bytes:
+    # Redis stores bytes: a lone surrogate ("\ud800", what surrogateescape
+    # leaves for undecodable bytes) has no UTF-8 form, and redis-py would fail
+    # with a UnicodeEncodeError that names nothing.
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{name} must be text UTF-8 can encode; it has a lone surrogate "
+            f"{text[err.start]!r} at index {err.start}"
+        ) from None
+
+
+def check_text(name: str, value: object) -> str:
+    """Return ``value`` if it is a str (empty allowed) that UTF-8 can encode:
+    no lone surrogates such as ``"\\ud800"``.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: it holds a lone surrogate (the message gives its index).
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    _utf8(name, value)
+    return value
+
+
+def storable_text(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (the one
+    character ``"\\udcff"`` becomes the six characters ``\\udcff``), so
+    :func:`check_text` accepts it. For text nobody chose, such as a handler's
+    traceback, which must be recorded rather than refused."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def check_str(name: str, value: object) -> str:
-    """A non-empty str: TypeError for anything else."""
+    """A non-empty str that UTF-8 can encode (:func:`check_text`).
+
+    Raises:
+        TypeError: not a str, or empty.
+        ValueError: it holds a lone surrogate.
+    """
     if not isinstance(value, str) or not value:
         raise TypeError(f"{name} must be a non-empty str, got {value!r}")
-    return value
+    return check_text(name, value)
 
 
 def check_queue_name(queue: object) -> str:
@@ -125,18 +182,107 @@ def check_schedule_name(name: object) -> str:
     return name
 
 
-def to_ms(name: str, value: Any) -> int:
-    """A ``timedelta`` or an int of ms, as an int of ms (timedeltas are
-    truncated to whole ms, toward zero).
+def to_ms(name: str, value: Any, low: int | None = None) -> int:
+    """A ``timedelta`` or an int of ms, as an int of ms. A timedelta is rounded
+    down to whole ms (``timedelta(microseconds=1500)`` is 1), so a negative
+    one stays negative (``timedelta(microseconds=-1)`` is -1, never 0).
+
+    With ``low``, a value below ``low`` ms raises, whatever its unit.
 
     Raises:
         TypeError: neither a timedelta nor an int.
+        ValueError: below ``low`` (the message gives the value in ms).
     """
     if isinstance(value, dt.timedelta):
-        return int(value / dt.timedelta(milliseconds=1))
+        ms, shown = value // _ONE_MS, f"{value / _ONE_MS!r} ms"
+    elif is_int(value):
+        ms, shown = value, f"{value} ms"
+    else:
+        raise TypeError(f"{name} must be a timedelta or an int of ms, got {type(value).__name__}")
+    if low is not None and ms < low:
+        raise ValueError(f"{name} must be >= {low} ms, got {shown}")
+    return ms
+
+
+def check_run_at_ms(name: str, value: object) -> int:
+    """Return ``value`` if it is an int of Unix ms in ``MIN_RUN_AT_MS..MAX_MS``
+    (2000-01-01 to 2**53).
+
+    Raises:
+        TypeError: not an int (bools are not ints here).
+        ValueError: before 2000-01-01 (the message says the unit is ms and,
+            for a value that reads as Unix seconds, that it looks like
+            seconds: 2000..2100 read as Unix seconds), or past ``MAX_MS``.
+    """
+    if is_int(value) and value < MIN_RUN_AT_MS:
+        # 946684800..4102444800 read as Unix seconds is 2000..2100.
+        hint = ", which looks like seconds" if 946_684_800 <= value < 4_102_444_800 else ""
+        raise ValueError(f"{name} must be Unix milliseconds (>= {MIN_RUN_AT_MS}, 2000-01-01); "
+                         f"got {value}{hint}")
+    return check_int(name, value, MIN_RUN_AT_MS)
+
+
+def to_run_at_ms(name: str, value: Any) -> int:
+    """A timezone-aware ``datetime`` or an int of Unix ms, as Unix ms (a
+    datetime is rounded down to whole ms), checked by :func:`check_run_at_ms`.
+
+    Raises:
+        TypeError: neither a datetime nor an int.
+        ValueError: a naive datetime; an instant before 2000-01-01 or past
+            ``MAX_MS``.
+    """
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"{name} must be a timezone-aware datetime (or Unix ms), "
+                             f"got naive {value.isoformat()}")
+        ms = (value - _EPOCH) // _ONE_MS
+        if ms < MIN_RUN_AT_MS:
+            raise ValueError(f"{name} must be 2000-01-01T00:00:00Z or later, "
+                             f"got {value.isoformat()}")
+        return check_int(name, ms, MIN_RUN_AT_MS)
     if is_int(value):
-        return value
-    raise TypeError(f"{name} must be a timedelta or an int of ms, got {type(value).__name__}")
+        return check_run_at_ms(name, value)
+    raise TypeError(f"{name} must be an aware datetime or an int of Unix ms, "
+                    f"got {type(value).__name__}")
+
+
+def check_json_nesting(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise unless the lists, tuples and dicts in ``value`` nest at most
+    ``max_depth`` deep and none contains itself.
+
+    Only the nesting is judged (the types are :func:`echomq_django.api.payload.check_json`'s
+    rule). The walk keeps its own stack, so any depth is reported, never a
+    RecursionError, and a cycle is found instead of walked forever.
+
+    Raises:
+        PayloadError (a TypeError): ``"<name> is nested deeper than 100 levels
+            of lists and dicts"``, or ``"<name>[0] contains itself (again at
+            <name>[0][1])"``.
+    """
+    stack = [(value, name, 1)]
+    enclosing: dict[int, str] = {}  # id -> path of the containers around the walk
+    while stack:
+        item, path, depth = stack.pop()
+        if item is _LEAVE:
+            del enclosing[path]  # here ``path`` holds the container's id
+            continue
+        if isinstance(item, dict):
+            children = item.items()
+        elif isinstance(item, (list, tuple)):
+            children = enumerate(item)
+        else:
+            continue
+        if id(item) in enclosing:
+            raise PayloadError(f"{enclosing[id(item)]} contains itself (again at {path}); "
+                               "JSON cannot hold a cycle")
+        if depth > max_depth:
+            raise PayloadError(f"{name} is nested deeper than {max_depth} levels of lists "
+                               "and dicts")
+        enclosing[id(item)] = path
+        stack.append((_LEAVE, id(item), 0))
+        for key, child in children:
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, f"{path}[{key!r}]", depth + 1))
 
 
 def json_text(name: str, value: Any) -> str:
@@ -145,6 +291,7 @@ def json_text(name: str, value: Any) -> str:
     Raises:
         TypeError: ``value`` is not JSON-serialisable (NaN and Infinity included).
     """
+    check_json_nesting(name, value)
     try:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as err:
@@ -157,16 +304,17 @@ def _no_constant(name: str) -> None:
 
 def check_payload_text(payload: object, max_bytes: int) -> str:
     """Return ``payload`` if it is JSON text of at most ``max_bytes`` bytes of
-    UTF-8 (NaN and Infinity are not JSON).
+    UTF-8 (NaN and Infinity are not JSON; lone surrogates have no UTF-8 form,
+    see :func:`check_text`).
 
     Raises:
         TypeError: not a str.
+        ValueError: it holds a lone surrogate, or it is not valid JSON text.
         PayloadTooLargeError (a ValueError): over ``max_bytes``.
-        ValueError: not valid JSON text.
     """
     if not isinstance(payload, str):
         raise TypeError(f"payload must be JSON text (str), got {type(payload).__name__}")
-    size = len(payload.encode("utf-8", "surrogatepass"))
+    size = len(_utf8("payload", payload))
     if size > max_bytes:
         raise PayloadTooLargeError(f"payload is {size} bytes; the limit is {max_bytes}")
     try:

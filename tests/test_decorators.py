@@ -10,6 +10,7 @@ from django.test import override_settings
 from echomq_django import Backoff, JobFunction, Outcome, PayloadError, PayloadTooLargeError, job
 from echomq_django.api import registry
 from echomq_django.protocol.keyspace import Keyspace
+from tests import state
 from tests.testapp import jobs as testjobs
 
 
@@ -97,7 +98,8 @@ def test_enqueue_at_accepts_aware_datetime_and_ms(redis_client, queue):
 @pytest.mark.parametrize("call, error, words", [
     (lambda fn: fn.enqueue_at(dt.datetime(2030, 1, 1), 1, 2), ValueError, "timezone-aware"),
     (lambda fn: fn.enqueue_at("tomorrow", 1, 2), TypeError, "aware datetime"),
-    (lambda fn: fn.enqueue_at(-1, 1, 2), ValueError, "2\\*\\*53"),
+    (lambda fn: fn.enqueue_at(-1, 1, 2), ValueError, "when must be Unix milliseconds"),
+    (lambda fn: fn.enqueue_at(2**53 + 1, 1, 2), ValueError, "9007199254740992"),
     (lambda fn: fn.enqueue_in(-5, 1, 2), ValueError, ">= 0"),
     (lambda fn: fn.enqueue_in(1.5, 1, 2), TypeError, "timedelta"),
     (lambda fn: fn.enqueue(dt.datetime.now()), PayloadError, "args\\[0\\] is a datetime"),
@@ -129,16 +131,16 @@ def test_model_instance_is_refused(redis_client, queue, django_user_model):
 def test_payload_size_limit(redis_client, queue, valkey_url):
     fn = testjobs.add.using(queue=queue)
     with override_settings(ECHOMQ={"URL": valkey_url, "MAX_PAYLOAD_BYTES": 1000}):
-        fn.enqueue("x" * 900)
+        fn.enqueue("x" * 900, "")
         with pytest.raises(PayloadTooLargeError, match="MAX_PAYLOAD_BYTES"):
-            fn.enqueue("x" * 1000)
+            fn.enqueue("x" * 1000, "")
     assert len(redis_client.zrange(Keyspace(queue).pending, 0, -1)) == 1
 
 
 def test_default_payload_limit_is_512_kib(redis_client, queue):
     fn = testjobs.add.using(queue=queue)
     with pytest.raises(PayloadTooLargeError):
-        fn.enqueue("x" * (512 * 1024))
+        fn.enqueue("x" * (512 * 1024), "")
     assert keys_of(redis_client, queue) == []
 
 
@@ -146,5 +148,179 @@ def test_backoff_constructor_is_usable_in_job():
     jf = job(backoff=Backoff.exponential(base_ms=100, cap_ms=1000, jitter=True))(testjobs.add.fn)
     try:
         assert jf.backoff == ("jitter", ("exponential", 100, 1000))
+    finally:
+        registry.register(testjobs.add)
+
+
+def _nested(levels):
+    value = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("enqueue", [
+    lambda fn, *a, **k: fn.enqueue(*a, **k),
+    lambda fn, *a, **k: fn.enqueue_in(10, *a, **k),
+    lambda fn, *a, **k: fn.enqueue_at(2_000_000_000_000, *a, **k),
+])
+def test_a_payload_nested_too_deep_raises_payload_error_and_writes_nothing(
+        redis_client, queue, enqueue):
+    fn = testjobs.add.using(queue=queue)
+    with pytest.raises(PayloadError, match=r"^args\[0\] is nested deeper than 100 levels"):
+        enqueue(fn, _nested(100_000), 1)
+    with pytest.raises(PayloadError, match=r"^kwargs\['b'\] is nested deeper than 100 levels"):
+        enqueue(fn, 1, b={"x": _nested(100)})
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+    # 100 levels is the limit, not past it: the worker reads it back.
+    handle = enqueue(fn, _nested(100), 1)
+    text = redis_client.hget(Keyspace(queue).job(handle.job_id), "payload")
+    assert json.loads(text)["args"][0] == _nested(100)
+
+
+def test_a_payload_that_contains_itself_raises_payload_error_and_writes_nothing(
+        redis_client, queue):
+    fn = testjobs.add.using(queue=queue)
+    loop = [1, 2]
+    loop.append(loop)
+    with pytest.raises(PayloadError,
+                       match=r"^args\[0\] contains itself \(again at args\[0\]\[2\]\)"):
+        fn.enqueue(loop, 1)
+    ring = {"next": {"items": []}}
+    ring["next"]["items"].append(ring)
+    with pytest.raises(PayloadError,
+                       match=r"^kwargs\['b'\] contains itself \(again at "
+                             r"kwargs\['b'\]\['next'\]\['items'\]\[0\]\)"):
+        fn.enqueue(1, b=ring)
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+    # The same object twice is not a cycle.
+    shared = [1]
+    assert fn.enqueue([shared, shared], 1).outcome is Outcome.ENQUEUED
+
+
+@pytest.mark.parametrize("options", [
+    {"cron": "0 9 * * *", "tz": "x" * 300},   # zoneinfo's OSError: file name too long
+    {"cron": "0 9 * * *", "tz": "Europe"},    # a directory of the zone database
+    {"cron": "0 9 * * *", "tz": ""},          # was read as "UTC" here, refused at boot
+    {"every": 60_000, "tz": ""},
+    {"tz": ""},                               # no schedule: still not a zone
+])
+def test_a_bad_tz_fails_at_decoration_naming_tz(options):
+    try:
+        with pytest.raises(ValueError, match=r"^tz must be an IANA zone name, got '") as info:
+            job(**options)(testjobs.hourly_report.fn)
+        assert not isinstance(info.value, OSError) and len(str(info.value)) < 400
+    finally:
+        registry.register(testjobs.hourly_report)
+
+
+@pytest.mark.parametrize("delay, shown", [
+    (dt.timedelta(microseconds=-1), "-0.001 ms"),   # was rounded to 0 and accepted
+    (dt.timedelta(milliseconds=-1), "-1.0 ms"),
+    (dt.timedelta(days=-1), "-86400000.0 ms"),
+    (-1, "-1 ms"),
+])
+def test_a_negative_delay_is_refused_whatever_its_unit(redis_client, queue, delay, shown):
+    with pytest.raises(ValueError, match=f"^delay must be >= 0 ms, got {shown}$"):
+        testjobs.add.using(queue=queue).enqueue_in(delay, 1, 2)
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+
+
+def test_a_positive_sub_millisecond_delay_rounds_down(redis_client, queue, server_time_ms):
+    before = server_time_ms()
+    handle = testjobs.add.using(queue=queue).enqueue_in(dt.timedelta(microseconds=1999), 1, 2)
+    assert before + 1 <= redis_client.zscore(Keyspace(queue).schedule, handle.job_id) <= \
+        server_time_ms() + 1
+
+
+def test_enqueue_at_refuses_unix_seconds_and_instants_before_2000(redis_client, queue):
+    import time
+
+    fn = testjobs.add.using(queue=queue)
+    seconds = int(time.time()) + 5
+    with pytest.raises(ValueError, match=(
+            rf"^when must be Unix milliseconds \(>= 946684800000, 2000-01-01\); got {seconds}, "
+            r"which looks like seconds$")):
+        fn.enqueue_at(seconds, 1, 2)
+    with pytest.raises(ValueError, match=r"^when must be Unix milliseconds .*; got 5$"):
+        fn.enqueue_at(5, 1, 2)
+    late_1999 = dt.datetime(1999, 12, 31, 23, 59, 59, 999_000, tzinfo=dt.timezone.utc)
+    with pytest.raises(ValueError, match=r"^when must be 2000-01-01T00:00:00Z or later, "
+                                         r"got 1999-12-31T23:59:59.999000\+00:00$"):
+        fn.enqueue_at(late_1999, 1, 2)
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+    # The bound itself is an instant (in the past: due at once).
+    ks = Keyspace(queue)
+    first = fn.enqueue_at(946_684_800_000, 1, 2)
+    second = fn.enqueue_at(late_1999 + dt.timedelta(milliseconds=1), 1, 2)
+    assert redis_client.zscore(ks.schedule, first.job_id) == 946_684_800_000
+    assert redis_client.zscore(ks.schedule, second.job_id) == 946_684_800_000
+
+
+@pytest.mark.parametrize("args, kwargs, problem", [
+    (("a", "b", "c"), {}, "too many positional arguments"),
+    ((1,), {}, "missing a required argument: 'b'"),
+    ((1, 2), {"c": 3}, "got an unexpected keyword argument 'c'"),
+    ((1,), {"a": 2}, "multiple values for argument 'a'"),
+])
+@pytest.mark.parametrize("verb", ["enqueue", "enqueue_in", "enqueue_at"])
+def test_arguments_that_do_not_fit_the_signature_raise_before_writing(
+        redis_client, queue, verb, args, kwargs, problem):
+    fn = testjobs.add.using(queue=queue)
+    lead = {"enqueue": (), "enqueue_in": (10,), "enqueue_at": (2_000_000_000_000,)}[verb]
+    with pytest.raises(TypeError) as info:
+        getattr(fn, verb)(*lead, *args, **kwargs)
+    assert type(info.value) is TypeError
+    assert str(info.value) == f"tests.testapp.jobs.add() cannot take these arguments: {problem}"
+    assert state.snapshot(redis_client, state.queue_pattern(queue)) == {}
+
+
+def test_a_context_job_binds_with_the_context_the_worker_passes(redis_client, queue):
+    fn = testjobs.whoami.using(queue=queue)
+    assert fn.enqueue().outcome is Outcome.ENQUEUED
+    # The 1 would land on context, which the worker passes too.
+    with pytest.raises(TypeError, match=r"^tests\.testapp\.jobs\.whoami\(\) cannot take these "
+                                        r"arguments: multiple values for argument 'context'$"):
+        fn.enqueue(1)
+    with pytest.raises(TypeError, match=r"^tests\.testapp\.jobs\.whoami\(\) gets context= from "
+                                        r"the worker"):
+        fn.enqueue(context="mine")
+    assert len(state.snapshot(redis_client, state.queue_pattern(queue))) == 3  # row, pending, wake
+    assert testjobs.no_context.using(queue=queue).enqueue(1, x=2, context=3)
+
+
+def test_the_signature_is_read_once_not_per_enqueue(redis_client, queue, monkeypatch):
+    import inspect
+
+    def no_more(*args, **kwargs):
+        raise AssertionError("inspect.signature called at enqueue")
+
+    monkeypatch.setattr(inspect, "signature", no_more)
+    fn = testjobs.add.using(queue=queue)
+    fn.enqueue(1, 2)
+    with pytest.raises(TypeError, match="missing a required argument"):
+        fn.enqueue(1)
+
+
+def test_a_recurring_job_that_needs_arguments_fails_at_decoration():
+    try:
+        with pytest.raises(TypeError, match=(
+                r"^tests\.testapp\.jobs\.add\(\) cannot take these arguments: missing a "
+                r"required argument: 'a'; a recurring @job's occurrences pass no arguments")):
+            job(every=60_000)(testjobs.add.fn)
+        with pytest.raises(TypeError, match=r"missing a required argument: 'key'"):
+            job(cron="0 9 * * *", context=True)(testjobs.snooze_then_fail.fn)
+        # The context the worker passes counts: this one binds.
+        job(every=60_000, context=True)(testjobs.context_report.fn)
+    finally:
+        for original in (testjobs.add, testjobs.snooze_then_fail, testjobs.context_report):
+            registry.register(original)
+
+
+def test_context_true_needs_a_context_parameter():
+    try:
+        with pytest.raises(TypeError, match=r"^@job\(context=True\) needs "
+                                            r"tests\.testapp\.jobs\.add\(\) to take a context"):
+            job(context=True)(testjobs.add.fn)
     finally:
         registry.register(testjobs.add)

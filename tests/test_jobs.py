@@ -10,7 +10,7 @@ from echomq_django.exceptions import KindError, StaleTokenError
 from echomq_django.protocol.ids import BrandedId
 from echomq_django import Claim, JobRow, Jobs, Outcome
 from echomq_django.protocol.keyspace import WAKE_CAP
-from echomq_django.rules import MAX_MS
+from echomq_django.rules import MAX_MS, MIN_RUN_AT_MS
 from echomq_django.protocol.keyspace import Keyspace
 from tests import state
 
@@ -55,7 +55,7 @@ def test_enqueue_duplicate_changes_nothing(jobs, redis_client, queue, ks):
     jobs.enqueue(queue, job_id, '{"v": "first"}')
     before = snapshot(redis_client, queue)
     assert jobs.enqueue(queue, job_id, '{"v": "second"}') is Outcome.DUPLICATE
-    assert jobs.enqueue_at(queue, job_id, '{"v": "third"}', 0) is Outcome.DUPLICATE
+    assert jobs.enqueue_at(queue, job_id, '{"v": "third"}', MIN_RUN_AT_MS) is Outcome.DUPLICATE
     assert jobs.enqueue_in(queue, job_id, '{"v": "fourth"}', 10) is Outcome.DUPLICATE
     assert snapshot(redis_client, queue) == before
     assert redis_client.hget(ks.job(job_id), "payload") == '{"v": "first"}'
@@ -67,7 +67,7 @@ def test_non_job_ids_raise_kind_error_and_write_nothing(jobs, redis_client, queu
     with pytest.raises(KindError, match="JOB-namespaced"):
         jobs.enqueue(queue, job_id, "{}")
     with pytest.raises(KindError, match="JOB-namespaced"):
-        jobs.enqueue_at(queue, job_id, "{}", 0)
+        jobs.enqueue_at(queue, job_id, "{}", MIN_RUN_AT_MS)
     with pytest.raises(KindError, match="JOB-namespaced"):
         jobs.enqueue_in(queue, job_id, "{}", 0)
     assert snapshot(redis_client, queue) == {}
@@ -82,7 +82,7 @@ def test_bad_payload_is_refused_before_anything_is_written(jobs, redis_client, q
     with pytest.raises(exc, match="payload must be"):
         jobs.enqueue(queue, _new_id(), payload)
     with pytest.raises(exc, match="payload must be"):
-        jobs.enqueue_at(queue, _new_id(), payload, 0)
+        jobs.enqueue_at(queue, _new_id(), payload, MIN_RUN_AT_MS)
     assert snapshot(redis_client, queue) == {}
 
 
@@ -111,7 +111,7 @@ def test_enqueue_at_parks_the_row_on_schedule_at_exactly_run_at(
     assert redis_client.zcard(ks.pending) == 0
 
 
-@pytest.mark.parametrize("run_at", [0, 1, MAX_MS])
+@pytest.mark.parametrize("run_at", [MIN_RUN_AT_MS, MAX_MS])
 def test_enqueue_at_accepts_the_bounds(jobs, redis_client, queue, ks, run_at):
     job_id = _new_id()
     assert jobs.enqueue_at(queue, job_id, "{}", run_at) == "scheduled"
@@ -154,9 +154,18 @@ def test_enqueue_in_out_of_range_delay_raises_value_error(jobs, redis_client, qu
     assert snapshot(redis_client, queue) == {}
 
 
-@pytest.mark.parametrize("run_at", [-1, MAX_MS + 1, 2**64])
-def test_enqueue_at_out_of_range_run_at_raises_value_error(jobs, redis_client, queue, run_at):
-    with pytest.raises(ValueError, match=r"run_at_ms must be in 0\.\.9007199254740992"):
+@pytest.mark.parametrize("run_at, words", [
+    (-1, r"run_at_ms must be Unix milliseconds \(>= 946684800000, 2000-01-01\); got -1$"),
+    (0, r"run_at_ms must be Unix milliseconds \(>= 946684800000, 2000-01-01\); got 0$"),
+    (1_764_590_405, r"run_at_ms must be Unix milliseconds \(>= 946684800000, 2000-01-01\); "
+                    r"got 1764590405, which looks like seconds$"),
+    (MIN_RUN_AT_MS - 1, r"got 946684799999$"),
+    (MAX_MS + 1, r"run_at_ms must be in 946684800000\.\.9007199254740992"),
+    (2**64, r"run_at_ms must be in 946684800000\.\.9007199254740992"),
+])
+def test_enqueue_at_out_of_range_run_at_raises_value_error(jobs, redis_client, queue, run_at,
+                                                           words):
+    with pytest.raises(ValueError, match=words):
         jobs.enqueue_at(queue, _new_id(), "{}", run_at)
     assert snapshot(redis_client, queue) == {}
 
@@ -175,7 +184,7 @@ def test_a_bad_queue_name_writes_nothing_anywhere(jobs, redis_client, queue):
     job_id = _new_id()
     calls = [
         lambda: jobs.enqueue(bad, job_id, "{}"),
-        lambda: jobs.enqueue_at(bad, job_id, "{}", 0),
+        lambda: jobs.enqueue_at(bad, job_id, "{}", MIN_RUN_AT_MS),
         lambda: jobs.enqueue_in(bad, job_id, "{}", 10),
         lambda: jobs.promote(bad),
         lambda: jobs.reap(bad),
@@ -759,6 +768,76 @@ def test_payload_size_limit_on_the_protocol_surface(conn, redis_client, queue):
     with pytest.raises(PayloadTooLargeError):
         Jobs(conn).enqueue(queue, BrandedId.generate(), '"' + "x" * 524_288 + '"')
     assert len(redis_client.zrange(Keyspace(queue).pending, 0, -1)) == 1
+
+
+def test_an_ack_result_nested_too_deep_or_containing_itself_changes_nothing(
+        jobs, redis_client, queue):
+    from echomq_django import PayloadError
+
+    claim = _claimed(jobs, queue)
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    loop = {}
+    loop["me"] = loop
+    before = snapshot(redis_client, queue)
+    with pytest.raises(PayloadError, match="^result is nested deeper than 100 levels"):
+        jobs.ack(queue, claim.job_id, claim.token, deep)
+    with pytest.raises(PayloadError, match=r"^result contains itself \(again at result\['me'\]\)"):
+        jobs.ack(queue, claim.job_id, claim.token, loop)
+    assert snapshot(redis_client, queue) == before
+
+
+# -- text that UTF-8 cannot encode -----------------------------------------------
+
+
+LONE = "\ud800"  # a lone surrogate: what surrogateescape leaves for a bad byte
+
+
+@pytest.mark.parametrize("verb", ["enqueue", "enqueue_at", "enqueue_in"])
+def test_a_lone_surrogate_in_payload_text_is_refused_naming_payload(
+        jobs, redis_client, queue, verb):
+    text = '{"name": "caf' + LONE + '"}'
+    extra = {"enqueue": (), "enqueue_at": (2_000_000_000_000,), "enqueue_in": (10,)}[verb]
+    with pytest.raises(ValueError, match=r"payload must be text UTF-8 can encode; it has a "
+                                         r"lone surrogate '\\ud800' at index 13") as info:
+        getattr(jobs, verb)(queue, _new_id(), text, *extra)
+    assert not isinstance(info.value, UnicodeError)
+    assert snapshot(redis_client, queue) == {}
+    # The escaped form is plain ASCII JSON text and is accepted.
+    assert getattr(jobs, verb)(queue, _new_id(), '{"name": "caf\\ud800"}', *extra) in (
+        "enqueued", "scheduled")
+
+
+def test_a_lone_surrogate_in_a_claim_s_consumer_is_refused(jobs, redis_client, queue):
+    jobs.enqueue(queue, _new_id(), "{}")
+    before = snapshot(redis_client, queue)
+    with pytest.raises(ValueError, match="consumer must be text UTF-8 can encode"):
+        jobs.claim(queue, "worker-" + LONE, 60_000)
+    assert snapshot(redis_client, queue) == before
+
+
+@pytest.mark.parametrize("name, call", [
+    ("error", lambda j, q, c: j.retry(q, c.job_id, c.token, 10, error="boom " + LONE)),
+    ("reason", lambda j, q, c: j.dead(q, c.job_id, c.token, "bad " + LONE)),
+    ("error", lambda j, q, c: j.dead(q, c.job_id, c.token, "failed", error=LONE)),
+    ("message", lambda j, q, c: j.progress(q, c.job_id, c.token, 50, message=LONE)),
+    ("token", lambda j, q, c: j.ack(q, c.job_id, c.token + LONE)),
+    ("token", lambda j, q, c: j.retry(q, c.job_id, c.token + LONE, 10)),
+    ("token", lambda j, q, c: j.snooze(q, c.job_id, c.token + LONE, 10)),
+    ("token", lambda j, q, c: j.dead(q, c.job_id, c.token + LONE, "failed")),
+    ("token", lambda j, q, c: j.extend(q, c.job_id, c.token + LONE, 1000)),
+    ("token", lambda j, q, c: j.release(q, c.job_id, c.token + LONE)),
+    ("token", lambda j, q, c: j.progress(q, c.job_id, c.token + LONE, 50)),
+])
+def test_a_lone_surrogate_in_a_held_job_s_text_is_refused_naming_it(
+        jobs, redis_client, queue, name, call):
+    claim = _claimed(jobs, queue)
+    before = snapshot(redis_client, queue)
+    with pytest.raises(ValueError, match=f"{name} must be text UTF-8 can encode") as info:
+        call(jobs, queue, claim)
+    assert not isinstance(info.value, UnicodeError)
+    assert snapshot(redis_client, queue) == before
 
 
 def snapshot(client, queue: str) -> dict:

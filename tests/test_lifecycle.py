@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
 import redis
@@ -296,7 +297,7 @@ def test_a_negative_delay_is_refused_and_writes_nothing(jobs, redis_client, queu
 
 
 @pytest.mark.parametrize("outcome", [Snooze, Retry])
-@pytest.mark.parametrize("delay", [-1, 1.5, "10"])
+@pytest.mark.parametrize("delay", [-1, 1.5, "10", timedelta(microseconds=-1)])
 def test_outcomes_refuse_a_bad_delay(outcome, delay):
     with pytest.raises(ValueError, match="delay_ms"):
         outcome(delay)
@@ -631,6 +632,20 @@ def test_snooze_raised_or_returned_gives_the_attempt_back(consumer, jobs, redis_
     assert (row.state, row.attempts, row.snoozes) == ("scheduled", 0, 1)
     assert row.run_at_ms == redis_client.zscore(ks.schedule, job_id)
     assert row.result is None and row.failed_at_ms is None
+
+
+@pytest.mark.parametrize("discard", [False, True])
+def test_a_failure_whose_text_utf8_cannot_encode_is_still_recorded(consumer, jobs, queue,
+                                                                   discard):
+    # surrogateescape turns an undecodable byte into a lone surrogate, which
+    # Redis cannot store; the traceback and reason keep it as an escape.
+    job_id, outcome = run_one(consumer, jobs, queue, testjobs.fail_with,
+                              b"caf\xff".decode("utf-8", "surrogateescape"), discard=discard)
+    assert outcome == ("dead" if discard else "retry")
+    row = jobs.get(queue, job_id)
+    assert row.state == ("dead" if discard else "scheduled")
+    assert "caf\\udcff" in row.last_error
+    assert row.reason == ("caf\\udcff" if discard else None)
 
 
 def test_discard_ends_dead_at_once_with_its_reason(consumer, jobs, redis_client, queue, ks):

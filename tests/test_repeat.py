@@ -180,6 +180,34 @@ def test_bad_input_raises_naming_the_problem_and_writes_nothing(
     assert keys_of(redis_client, queue) == []
 
 
+@pytest.mark.parametrize("method", ["register", "upsert"])
+def test_a_template_nested_too_deep_or_containing_itself_is_refused(
+        rep, redis_client, queue, method):
+    from echomq_django import PayloadError
+
+    deep = {}
+    for _ in range(100_000):
+        deep = {"d": deep}
+    with pytest.raises(PayloadError, match=r"^template is nested deeper than 100 levels"):
+        getattr(rep, method)(queue, "deep", every_ms=1000, template=deep)
+    loop = {"job": "app.jobs.x", "args": []}
+    loop["args"].append(loop)
+    with pytest.raises(PayloadError,
+                       match=r"^template contains itself \(again at template\['args'\]\[0\]\)"):
+        getattr(rep, method)(queue, "loop", every_ms=1000, template=loop)
+    assert keys_of(redis_client, queue) == []
+
+
+@pytest.mark.parametrize("tz", ["", "x" * 300, "Europe"])
+@pytest.mark.parametrize("method", ["register", "upsert"])
+def test_a_tz_that_names_no_zone_raises_value_error_naming_tz(rep, redis_client, queue, method,
+                                                              tz):
+    with pytest.raises(ValueError, match=r"tz must be an IANA zone name, got '") as info:
+        getattr(rep, method)(queue, "bad-tz", cron="0 9 * * *", tz=tz, template={})
+    assert not isinstance(info.value, OSError)
+    assert keys_of(redis_client, queue) == []
+
+
 @pytest.mark.parametrize("queue_name,name,exc,word", [
     ("bad queue", "n", ValueError, "queue"),
     ("q", "", ValueError, "name"),

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from django.core.checks import run_checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from echomq_django import job
@@ -60,9 +62,28 @@ def test_bad_settings_schedules_fail_the_check(valkey_url, spec, words):
     assert len(errors) == 1 and words in errors[0].msg, errors
 
 
+def test_settings_schedule_kwargs_nested_too_deep_fail_the_check(valkey_url):
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    loop = []
+    loop.append(loop)
+    with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {
+            "deep": {"job": "tests.testapp.jobs.add", "args": [1], "kwargs": {"b": deep},
+                     "every_ms": 1000}}}):
+        errors = [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E011"]
+    assert len(errors) == 1 and "template is nested deeper than 100 levels" in errors[0].msg
+    with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {
+            "loop": {"job": "tests.testapp.jobs.add", "args": [1, loop], "every_ms": 1000}}}):
+        errors = [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E011"]
+    assert len(errors) == 1 and "template['args'][1] contains itself" in errors[0].msg
+
+
 def test_valid_settings_pass_the_check(valkey_url):
     with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {
-            "ok": {"job": "tests.testapp.jobs.add", "every_ms": 60_000}}}):
+            "ok": {"job": "tests.testapp.jobs.add", "args": [1], "kwargs": {"b": 2},
+                   "every_ms": 60_000},
+            "ctx": {"job": "tests.testapp.jobs.whoami", "every_ms": 60_000}}}):
         assert [e for e in run_checks(tags=["echomq"]) if e.id.startswith("echomq.")] == []
 
 
@@ -99,3 +120,24 @@ def test_a_schedule_naming_an_unregistered_job_fails_the_check(valkey_url):
             "typo": {"job": "nope.jobs.x", "every_ms": 1000}}}):
         errors = [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E013"]
     assert len(errors) == 1 and "'nope.jobs.x'" in errors[0].msg
+
+
+@pytest.mark.parametrize("spec, problem", [
+    ({"job": "tests.testapp.jobs.add", "every_ms": 60_000},
+     "tests.testapp.jobs.add() cannot take these arguments: missing a required argument: 'a'"),
+    ({"job": "tests.testapp.jobs.add", "args": [1, 2, 3], "cron": "0 3 * * *"},
+     "tests.testapp.jobs.add() cannot take these arguments: too many positional arguments"),
+    ({"job": "tests.testapp.jobs.whoami", "kwargs": {"context": 1}, "every_ms": 60_000},
+     "tests.testapp.jobs.whoami() gets context= from the worker"),
+    ({"template": {"job": "tests.testapp.jobs.add", "args": "12"}, "every_ms": 60_000},
+     "args must be a list and kwargs a dict, got str and dict"),
+])
+def test_a_schedule_whose_arguments_do_not_fit_its_job_fails_the_check(valkey_url, spec,
+                                                                         problem):
+    with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {"nightly": spec}}):
+        errors = [e for e in run_checks(tags=["echomq"]) if e.id.startswith("echomq.")]
+        assert [e.id for e in errors] == ["echomq.E014"]
+        assert errors[0].msg.startswith(f"recurring schedule 'nightly': {problem}")
+        assert errors[0].obj == "settings.ECHOMQ['SCHEDULES']['nightly']"
+        with pytest.raises(SystemCheckError, match="echomq.E014"):
+            call_command("check")

@@ -13,6 +13,7 @@ from echomq_django.protocol.ids import BrandedId
 from echomq_django import Jobs
 from echomq_django.protocol.keyspace import WAKE_CAP
 from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.rules import MIN_RUN_AT_MS
 from tests.state import queue_pattern, snapshot
 
 #: The protocol's scripts; others may be added, these may not go missing.
@@ -149,7 +150,7 @@ def test_jobs_methods_pass_exactly_the_header_keys_in_order(conn, queue, monkeyp
     jobs.enqueue(queue, a, "{}")
     jobs.enqueue(queue, b, "{}")
     jobs.enqueue(queue, c, "{}")
-    jobs.enqueue_at(queue, d, "{}", 0)
+    jobs.enqueue_at(queue, d, "{}", MIN_RUN_AT_MS)
     jobs.enqueue_in(queue, BrandedId.generate(), "{}", 60_000)
     jobs.promote(queue)
     first = jobs.claim(queue, "w1", 60_000)
@@ -286,7 +287,7 @@ def _base_cases(jobs: Jobs, queue: str):
     with the queue set up so a run would change something."""
     ks = Keyspace(queue)
     scheduled = BrandedId.generate()
-    jobs.enqueue_at(queue, scheduled, "{}", 0)           # due now: promote would move it
+    jobs.enqueue_at(queue, scheduled, "{}", MIN_RUN_AT_MS)  # due now: promote would move it
     held = BrandedId.generate()
     jobs.enqueue(queue, held, "{}")
     claim = jobs.claim(queue, "w", 1)                   # 1 ms lease: reap would take it

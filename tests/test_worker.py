@@ -7,6 +7,7 @@ import pytest
 
 from echomq_django import Jobs
 from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.rules import MIN_RUN_AT_MS
 from tests.procs import runechomq, state_of, stop, wait_for
 from tests.testapp import jobs as testjobs
 
@@ -114,7 +115,8 @@ def test_sigterm_lets_a_short_handler_finish(conn, queue, redis_client, worker_p
 def test_burst_drains_and_exits(conn, queue, worker_procs):
     fn = testjobs.add.using(queue=queue)
     handles = [fn.enqueue(i, i) for i in range(5)]
-    due = Jobs(conn).enqueue_at(queue, "JOB" + "1" * 26, fn._payload((9, 9), {}), 1000)
+    due = Jobs(conn).enqueue_at(queue, "JOB" + "1" * 26, fn._payload((9, 9), {}),
+                                MIN_RUN_AT_MS)
     later = fn.enqueue_in(60_000, 1, 1)
     proc = runechomq(queue, "--burst")
     worker_procs.append(proc)

@@ -16,13 +16,22 @@ Options (None means the ``ECHOMQ`` setting of the same name): ``queue``
 ["default"], ``max_attempts`` [MAX_ATTEMPTS], ``backoff`` [BACKOFF],
 ``lease_ms`` [LEASE_MS], ``context`` [False: pass ``context=JobContext``],
 ``timeout_ms`` [None: no time limit; see docs/protocol.md, "Time limit"].
-Recurring schedules: ``every`` (timedelta or ms) or ``cron`` (with ``tz``),
-``missed`` ["coalesce"]; see docs/repeat.md.
+Recurring schedules: ``every`` (timedelta or ms) or ``cron`` (with ``tz``, an
+IANA zone name [None: settings.TIME_ZONE at sync]), ``missed`` ["coalesce"];
+see docs/repeat.md.
 
-Errors: TypeError at decoration for a function that is not module-level or
-for bad options; at enqueue, PayloadError (TypeError) for non-JSON arguments
-and PayloadTooLargeError (ValueError) over MAX_PAYLOAD_BYTES, both before
-anything is written.
+Errors: at decoration, TypeError for a function that is not module-level,
+for ``context=True`` on a function without a ``context`` keyword parameter,
+and for a recurring job (``every``/``cron``) whose function cannot be called
+without arguments (its occurrences pass none; the same mistake in
+``ECHOMQ["SCHEDULES"]``, a template whose args/kwargs do not fit, is the
+system check ``echomq.E014``); TypeError or ValueError naming the option for a
+bad one (a ``tz`` that names no zone, ``""`` included, raises ValueError here,
+not when runechomq boots). At enqueue, before anything is written:
+PayloadError (TypeError) for non-JSON arguments, PayloadTooLargeError
+(ValueError) over MAX_PAYLOAD_BYTES, and TypeError naming the function for
+arguments that do not bind to its signature (``f.enqueue("a", "b")`` for ``def
+f(x)``), which would otherwise fail every attempt until the job is dead.
 """
 
 from __future__ import annotations

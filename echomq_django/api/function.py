@@ -1,9 +1,10 @@
 """JobFunction: a registered job, callable inline and enqueueable on a worker.
 
 What ``@job`` (:mod:`echomq_django.api.decorator`) returns. ``enqueue``,
-``enqueue_in`` and ``enqueue_at`` check the arguments (JSON only), mint a
-``JOB`` id and admit the job through :class:`~echomq_django.protocol.jobs.Jobs`;
-each returns a :class:`~echomq_django.api.handle.JobHandle`.
+``enqueue_in`` and ``enqueue_at`` check the arguments (JSON only, and bound to
+the function's signature as the worker will call it), mint a ``JOB`` id and
+admit the job through :class:`~echomq_django.protocol.jobs.Jobs`; each returns
+a :class:`~echomq_django.api.handle.JobHandle`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import functools
+import inspect
 from typing import Any, Callable
 
 from .. import rules
@@ -21,16 +23,6 @@ from . import payload
 from .handle import JobHandle
 
 __all__ = ["JobFunction"]
-
-
-def _run_at_ms(when: object) -> int:
-    if isinstance(when, dt.datetime):
-        if when.tzinfo is None or when.utcoffset() is None:
-            raise ValueError("enqueue_at needs a timezone-aware datetime (or Unix ms)")
-        return int(when.timestamp() * 1000)
-    if rules.is_int(when):
-        return when
-    raise TypeError(f"when must be an aware datetime or an int of Unix ms, got {type(when).__name__}")
 
 
 class JobFunction:
@@ -53,19 +45,37 @@ class JobFunction:
         self.lease_ms = rules.optional_count("lease_ms", lease_ms)
         self.timeout_ms = rules.optional_count("timeout_ms", timeout_ms)
         self.context = bool(context)
+        try:
+            # Read once: every enqueue binds its arguments to it.
+            self._signature: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):  # a callable without one: calls are not checked
+            self._signature = None
+        if self.context and self._signature is not None:
+            try:
+                self._signature.bind_partial(context=None)
+            except TypeError as err:
+                raise TypeError(f"@job(context=True) needs {self.path}() to take a context "
+                                f"keyword argument ({err})") from None
         if every is not None and cron is not None:
             raise ValueError("@job takes every or cron, not both")
-        self.every_ms = None if every is None else rules.to_ms("every", every)
-        if self.every_ms is not None and self.every_ms <= 0:
-            raise ValueError(f"every must be > 0 ms, got {self.every_ms}")
+        self.every_ms = None if every is None else rules.to_ms("every", every, low=1)
         self.cron, self.tz, self.missed = cron, tz, missed
+        if tz is not None:
+            from ..repeat.cadence import check_tz
+
+            check_tz(tz)  # "" included: only None means the default zone.
         if self.schedule is not None:
             from ..repeat.sync import plan
 
             # Validate now (bad cron, unknown zone, bad missed): ValueError at
             # import, not at the first runechomq. The default zone is read at
             # sync time, so validate against UTC when none is given.
-            plan([dict(self.schedule, tz=tz or "UTC")])
+            plan([dict(self.schedule, tz="UTC" if tz is None else tz)])
+            try:
+                self.check_arguments((), {})
+            except TypeError as err:
+                raise TypeError(f"{err}; a recurring @job's occurrences pass no arguments, so "
+                                "its parameters need defaults") from None
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -107,10 +117,35 @@ class JobFunction:
 
     # -- enqueueing ---------------------------------------------------------------
 
+    def check_arguments(self, args: tuple | list, kwargs: dict) -> None:
+        """Raise unless the worker's call ``fn(*args, **kwargs)`` (plus
+        ``context=`` under ``@job(context=True)``, which the worker passes
+        itself) binds to the function's signature. Nothing is called.
+
+        Raises:
+            TypeError: naming the function and what is wrong
+                (``"app.jobs.f() cannot take these arguments: too many
+                positional arguments"``), or ``context`` passed by the caller
+                of a ``context=True`` job.
+        """
+        if self._signature is None:
+            return
+        if self.context:
+            if "context" in kwargs:
+                raise TypeError(f"{self.path}() gets context= from the worker "
+                                "(@job(context=True)); do not pass it")
+            kwargs = dict(kwargs, context=None)
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise TypeError(f"{self.path}() cannot take these arguments: {err}") from None
+
     def _payload(self, args: tuple, kwargs: dict) -> str:
         from ..conf import get_config
 
-        return payload.encode(self.path, args, kwargs, get_config().max_payload_bytes)
+        text = payload.encode(self.path, args, kwargs, get_config().max_payload_bytes)
+        self.check_arguments(args, kwargs)
+        return text
 
     def _jobs(self) -> Jobs:
         from ..conf import get_config
@@ -119,26 +154,42 @@ class JobFunction:
         return Jobs(get_connection(), max_payload_bytes=get_config().max_payload_bytes)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
-        """Enqueue a run now. Returns a JobHandle (outcome ``"enqueued"``)."""
+        """Enqueue a run now of ``fn(*args, **kwargs)``. Returns a JobHandle
+        (outcome ``"enqueued"``).
+
+        Raises, before anything is written: PayloadError (a TypeError) for an
+        argument that is not plain JSON; PayloadTooLargeError (a ValueError)
+        over ``MAX_PAYLOAD_BYTES``; TypeError naming the function when the
+        arguments do not fit its signature (:meth:`check_arguments`).
+        """
         text = self._payload(args, kwargs)
         job_id = BrandedId.generate("JOB")
         return JobHandle(self.queue, job_id, self._jobs().enqueue(self.queue, job_id, text))
 
     def enqueue_in(self, delay: dt.timedelta | int, *args: Any, **kwargs: Any) -> JobHandle:
-        """Enqueue a run ``delay`` from now on the SERVER clock (timedelta or ms >= 0)."""
-        delay_ms = rules.to_ms("delay", delay)
-        if delay_ms < 0:
-            raise ValueError(f"delay must be >= 0 ms, got {delay_ms}")
+        """Enqueue a run ``delay`` from now on the SERVER clock (timedelta or ms >= 0).
+
+        A timedelta is rounded down to whole ms. Raises ValueError for a
+        negative delay in any unit (``timedelta(microseconds=-1)`` included);
+        TypeError for a delay that is neither; the payload errors of ``enqueue``.
+        """
+        delay_ms = rules.to_ms("delay", delay, low=0)
         text = self._payload(args, kwargs)
         job_id = BrandedId.generate("JOB")
         return JobHandle(self.queue, job_id,
                          self._jobs().enqueue_in(self.queue, job_id, text, delay_ms))
 
     def enqueue_at(self, when: dt.datetime | int, *args: Any, **kwargs: Any) -> JobHandle:
-        """Enqueue a run at ``when`` (an aware datetime or Unix ms); past means now."""
-        run_at_ms = _run_at_ms(when)
-        if not 0 <= run_at_ms <= 2**53:
-            raise ValueError(f"when must be within 0..2**53 Unix ms, got {run_at_ms}")
+        """Enqueue a run at ``when``: an aware datetime, or an int of Unix
+        milliseconds from 2000-01-01 (946684800000) to 2**53. A past instant
+        means now.
+
+        Raises ValueError for a naive datetime or an instant before 2000 (an
+        int that reads as Unix seconds, ``int(time.time())``, is refused as
+        such) or past 2**53; TypeError for anything else; the payload errors of
+        ``enqueue``.
+        """
+        run_at_ms = rules.to_run_at_ms("when", when)
         text = self._payload(args, kwargs)
         job_id = BrandedId.generate("JOB")
         return JobHandle(self.queue, job_id,

@@ -18,7 +18,7 @@ from .. import rules
 
 def _delay_ms(name: str, value: object) -> int:
     try:
-        return rules.check_ms(name, rules.to_ms(name, value))
+        return rules.check_ms(name, rules.to_ms(name, value, low=0))
     except TypeError:
         raise ValueError(f"{name} must be an int of ms >= 0 or a timedelta, got {value!r}") from None
 

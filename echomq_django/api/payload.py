@@ -3,9 +3,11 @@
 ``{"job": "<dotted path>", "args": [...], "kwargs": {...}}``. Only plain JSON
 crosses the wire (STYLE principle 9: never pickle): ``None``, ``bool``,
 ``int``, finite ``float``, ``str``, ``list`` and ``dict`` with ``str`` keys,
-nested. Anything else (a datetime, a Decimal, a model instance, a tuple, NaN,
-a dict with non-str keys) raises in the caller, so what a handler receives is
-exactly what was passed. See docs/protocol.md ("Payload").
+nested at most :data:`~echomq_django.rules.MAX_JSON_DEPTH` (100) levels deep.
+Anything else (a datetime, a Decimal, a model instance, a tuple, NaN, a dict
+with non-str keys, a list that contains itself) raises in the caller, so what
+a handler receives is exactly what was passed. See docs/protocol.md
+("Arguments").
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import json
 import math
 from typing import Any
 
+from .. import rules
 from ..exceptions import PayloadError, PayloadTooLargeError
 
 
 def check_json(value: Any, where: str) -> None:
-    """Raise PayloadError (a TypeError) naming ``where`` if ``value`` is not plain JSON."""
+    """Raise PayloadError (a TypeError) naming ``where`` if ``value`` is not
+    plain JSON, nests deeper than ``rules.MAX_JSON_DEPTH`` or contains itself."""
+    rules.check_json_nesting(where, value)
     stack = [(value, where)]
     while stack:
         item, path = stack.pop()
@@ -49,12 +54,15 @@ def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> str:
     """Return the envelope as JSON text.
 
     Raises:
-        PayloadError (TypeError): an argument is not plain JSON; the message
+        PayloadError (TypeError): an argument is not plain JSON, nests deeper
+            than ``rules.MAX_JSON_DEPTH`` (100) or contains itself; the message
             names it (``args[1]``, ``kwargs['when']``).
         PayloadTooLargeError (ValueError): the text exceeds ``max_bytes`` (UTF-8).
     """
-    check_json(list(args), "args")
-    check_json(kwargs, "kwargs")
+    for index, arg in enumerate(args):
+        check_json(arg, f"args[{index}]")
+    for key, arg in kwargs.items():
+        check_json(arg, f"kwargs[{key!r}]")
     text = json.dumps({"job": job_path, "args": list(args), "kwargs": kwargs},
                       separators=(",", ":"), allow_nan=False)
     size = len(text.encode("utf-8"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import rules
-from ..rules import check_int, check_job_id, check_str
+from ..rules import check_int, check_job_id, check_str, check_text
 from . import scripts
 from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
 from .records import Claim, JobRow, Outcome
@@ -37,7 +37,10 @@ class Jobs:
 
     Every method validates its arguments first (ValueError or TypeError naming
     the argument, nothing written) and runs one atomic script. Payloads larger
-    than ``max_payload_bytes`` raise PayloadTooLargeError (a ValueError).
+    than ``max_payload_bytes`` raise PayloadTooLargeError (a ValueError). Text
+    arguments (payload, consumer, token, reason, error, message) must be
+    encodable as UTF-8: a lone surrogate (``"\\ud800"``) raises ValueError
+    naming the argument (:func:`echomq_django.rules.check_text`).
     """
 
     def __init__(self, conn, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
@@ -52,7 +55,8 @@ class Jobs:
         Returns ``"enqueued"``, or ``"duplicate"`` when the row exists (nothing
         changes). Raises KindError for a non-JOB id; ValueError for a bad queue
         name, a job id that is not 1-200 characters of ``[A-Za-z0-9._-]``, or a
-        payload that is not JSON (NaN and Infinity included);
+        payload that is not JSON (NaN and Infinity included) or holds a lone
+        surrogate;
         PayloadTooLargeError over the size limit; TypeError for non-str arguments.
         """
         ks = Keyspace(queue)
@@ -67,10 +71,12 @@ class Jobs:
 
         A run-at in the past is due at once. Returns ``"scheduled"`` or
         ``"duplicate"``. Raises KindError for a non-JOB id; ValueError for
-        ``run_at_ms`` outside 0..2**53 (protocol.md, "schedule").
+        ``run_at_ms`` outside 946684800000..2**53 (2000-01-01 on: an earlier
+        value is seconds passed for ms, refused as such); TypeError for a
+        non-int (protocol.md, "schedule" and "Arguments").
         """
         return self._schedule(queue, job_id, payload, "at",
-                              check_int("run_at_ms", run_at_ms, 0))
+                              rules.check_run_at_ms("run_at_ms", run_at_ms))
 
     def enqueue_in(self, queue: str, job_id: str, payload: str, delay_ms: int) -> Outcome:
         """Admit ``job_id`` to ``schedule`` at SERVER now + ``delay_ms``.
@@ -161,7 +167,8 @@ class Jobs:
         ``"done"``, or ``"cancelled"`` when a cancel was requested while it ran
         (protocol.md, "ack"). Repeating an ack whose reply was lost answers
         the recorded outcome. Raises StaleTokenError when ``token`` no longer
-        holds the lease (nothing changes); TypeError for a non-JSON result.
+        holds the lease (nothing changes); TypeError for a non-JSON result
+        (PayloadError for one nested deeper than 100 levels or containing itself).
         """
         ks = Keyspace(queue)
         check_job_id(job_id)
@@ -186,8 +193,8 @@ class Jobs:
         check_int("keep_ms", keep_ms, 1)
         _, state = scripts.run(
             self.conn, "jobs/retry", [ks.job(job_id), ks.active, ks.claims, ks.schedule, ks.beat],
-            [job_id, check_str("token", token), delay_ms, str(error), ks.base, STATS_TTL_MS,
-             keep_ms])
+            [job_id, check_str("token", token), delay_ms, check_text("error", str(error)), ks.base,
+             STATS_TTL_MS, keep_ms])
         return state
 
     def snooze(self, queue: str, job_id: str, token: str, delay_ms: int,
@@ -222,8 +229,7 @@ class Jobs:
         ks = Keyspace(queue)
         check_job_id(job_id)
         check_int("percent", percent, 0, 100)
-        if not isinstance(message, str):
-            raise TypeError(f"message must be a str, got {type(message).__name__}")
+        check_text("message", message)
         return scripts.run(self.conn, "jobs/progress", [ks.job(job_id)],
                            [job_id, check_str("token", token), percent, message]) == 1
 
@@ -249,8 +255,9 @@ class Jobs:
         check_int("keep_ms", keep_ms, 1)
         _, state = scripts.run(
             self.conn, "jobs/dead", [ks.job(job_id), ks.active, ks.claims, ks.dead],
-            [job_id, check_str("token", token), check_str("reason", reason), str(error),
-             ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS, keep_ms])
+            [job_id, check_str("token", token), check_str("reason", reason),
+             check_text("error", str(error)), ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS,
+             keep_ms])
         return state
 
     def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
@@ -313,3 +320,4 @@ class Jobs:
         if not raw:
             return None
         return JobRow.from_hash(queue, job_id, scripts.decode_hash(raw))
+

@@ -27,8 +27,10 @@ Options (arguments of :meth:`Repeat.register` and :meth:`Repeat.upsert`):
 ``tz`` [settings.TIME_ZONE when Django settings are configured, else "UTC"]
     IANA zone, stored with the schedule.
 ``template``
-    A JSON object (dict) that round-trips through JSON unchanged; the keys
-    ``scheduled_for`` and ``missed`` are reserved for the occurrence.
+    A JSON object (dict) that round-trips through JSON unchanged, nested at
+    most 100 levels deep and never containing itself (PayloadError, a
+    TypeError); the keys ``scheduled_for`` and ``missed`` are reserved for
+    the occurrence.
 ``start_at_ms`` [None]
     No occurrence before this Unix ms; anchors an every_ms grid.
 ``missed`` ["coalesce"]

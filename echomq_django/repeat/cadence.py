@@ -94,7 +94,9 @@ def check_tz(tz: object) -> ZoneInfo:
 
     Raises:
         TypeError: ``tz`` is not a str.
-        ValueError: ``tz`` names no zone known to this system.
+        ValueError: ``tz`` names no zone known to this system (the empty
+            string, a name too long for a file name and a directory of the
+            zone database such as ``"Europe"`` included).
     """
     if not isinstance(tz, str):
         raise TypeError(f"tz must be an IANA zone name (str), got {type(tz).__name__}")
@@ -102,6 +104,11 @@ def check_tz(tz: object) -> ZoneInfo:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError) as err:
         raise ValueError(f"tz must be an IANA zone name, got {tz!r} ({err})") from None
+    except OSError:
+        # zoneinfo opens the name as a file: a name longer than the system's
+        # file names or a directory fails there. The path is not the caller's
+        # business, so it is left out of the message.
+        raise ValueError(f"tz must be an IANA zone name, got {tz!r}") from None
 
 
 def check_cron(cron: object) -> tuple[str, ...]:

@@ -3,8 +3,9 @@ its stored entry (:class:`RepeatEntry`, typed from the record hash).
 
 The rules (docs/repeat.md, "Definitions"): a name of 1-200 printable
 characters without whitespace; exactly one of ``every_ms`` and ``cron``
-(:mod:`.cadence`); a zone; a JSON-object template without the reserved keys
-``scheduled_for`` and ``missed``; an after-downtime policy. Every check raises
+(:mod:`.cadence`); a zone; a JSON-object template (at most
+``rules.MAX_JSON_DEPTH`` deep, never containing itself) without the reserved
+keys ``scheduled_for`` and ``missed``; an after-downtime policy. Every check raises
 ValueError or TypeError naming the argument; nothing here touches Redis.
 """
 
@@ -53,6 +54,7 @@ def canonical(value: Any) -> str:
 def _check_template(template: object) -> dict:
     if not isinstance(template, dict):
         raise TypeError(f"template must be a JSON object (dict), got {type(template).__name__}")
+    rules.check_json_nesting("template", template)
     try:
         round_trip = json.loads(json.dumps(template, allow_nan=False))
     except (TypeError, ValueError) as err:

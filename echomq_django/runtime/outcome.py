@@ -151,9 +151,13 @@ class Runner:
                reason: str = "", error: str = "", delay_ms: int = 0, result=None) -> str:
         """Record ``outcome`` (done, retry, snooze, dead; any other word only
         logs) for ``claim`` and log it; returns the outcome as recorded
-        (cancelled when a cancel was requested, stale when the lease was lost)."""
+        (cancelled when a cancel was requested, stale when the lease was lost).
+
+        ``reason`` and ``error`` come from the handler (a Discard's reason, a
+        traceback): a lone surrogate in them is stored as its escape
+        (:func:`echomq_django.rules.storable_text`), never refused."""
+        reason, error = rules.storable_text(reason), rules.storable_text(error)
         detail = ""
-        error = _utf8(error)
         record = self._recorder(claim, outcome, reason, error, delay_ms, result)
         try:
             state = outcome if record is None else persist(
@@ -205,12 +209,6 @@ class Runner:
             return lambda: jobs.dead(*args, reason, error, dead_ttl_ms=self.retention.dead_ttl_ms,
                                      dead_max=self.retention.dead_max, keep_ms=keep_ms)
         return None
-
-
-def _utf8(text: str) -> str:
-    """``text`` as UTF-8 can carry it (a lone surrogate in an exception's
-    message must not keep the failure from being recorded)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _last_line(error: str) -> str:

@@ -193,6 +193,14 @@ def no_context(*args, **kwargs):
     return sorted(kwargs)
 
 
+@job(queue="default", max_attempts=2, backoff=Backoff.fixed(20))
+def fail_with(message, discard=False):
+    """Raises ValueError(message), or Discard(message) with ``discard``."""
+    if discard:
+        raise Discard(message)
+    raise ValueError(message)
+
+
 # Not a job: test_decorators checks that @job refuses a module-level lambda.
 lambda_for_tests = lambda: None  # noqa: E731
 

@@ -694,3 +694,29 @@ def test_rows_are_cut_short_and_missing_rows_are_marked(conn, queue, redis_clien
 
 def snapshot(client, queue):
     return state.snapshot(client, state.queue_pattern(queue), with_ttl=True)
+
+
+@pytest.mark.parametrize("char", ["é", "€", "😀"], ids=["2-byte", "3-byte", "4-byte"])
+def test_list_pages_cut_multibyte_text_on_a_character_boundary(viewer, conn, queue,
+                                                              redis_client, char):
+    # ``char`` ends one byte after the cut: the cut falls inside it and would
+    # keep all of it but its last byte.
+    ks = Keyspace(queue)
+    pad = dashboard.CUT_BYTES - len(char.encode()) + 1
+    text = "a" * pad + char * 50
+    pending, dead = BrandedId.generate(), BrandedId.generate()
+    head = '{"job": "a.b", "args": ["'
+    Jobs(conn).enqueue(queue, pending, head + text[len(head):] + '"], "kwargs": {}}')
+    redis_client.hset(ks.job(dead), mapping={"state": "dead", "attempts": 1, "reason": "failed",
+                                             "payload": payload(1), "last_error": text})
+    redis_client.zadd(ks.dead, {dead: 1})
+    page = dashboard.set_page(conn, queue, "pending")
+    (row,) = page.rows
+    assert len(row.payload.encode()) <= dashboard.CUT_BYTES
+    assert row.payload.endswith("a" * 10)  # the partial character is dropped whole
+    (row,) = dashboard.set_page(conn, queue, "dead").rows
+    assert row.last_error == "a" * pad
+    for set_name in ("pending", "dead"):
+        response = viewer.get(set_url(queue, set_name))
+        assert response.status_code == 200, set_name
+    assert "a" * 50 in response.content.decode()  # the dead letter's error

@@ -1,7 +1,8 @@
 -- admin_rows: read one page of rows for the admin's set browser; writes nothing.
 -- Each value comes back cut to at most `cut` bytes, so a 512 KB payload or a
--- long traceback never crosses the wire for a list; the job's dotted path is
--- read from the whole payload here for the same reason.
+-- long traceback never crosses the wire for a list; the cut falls on a UTF-8
+-- character boundary (a partial character would not decode). The job's dotted
+-- path is read from the whole payload here for the same reason.
 -- KEYS[1] pending  emq:{q}:pending, not read: it anchors the base check and the
 --                  slot, whichever set the ids were read from
 -- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
@@ -17,6 +18,21 @@
 local bad = check_base(ARGV[1], KEYS[1])
 if bad then return bad end
 local cut = tonumber(ARGV[2])
+
+-- The first `cut` bytes of text, without the start of a character the cut
+-- would split: while the first byte left out is a UTF-8 continuation byte
+-- (0x80-0xBF), the cut moves back one byte.
+local function cut_utf8(text)
+  if #text <= cut then return text end
+  local n = cut
+  while n > 0 do
+    local b = string.byte(text, n + 1)
+    if b < 0x80 or b > 0xBF then break end
+    n = n - 1
+  end
+  return string.sub(text, 1, n)
+end
+
 local ids = cjson.decode(ARGV[3])
 local fields = cjson.decode(ARGV[4])
 if #ids > 500 then
@@ -27,8 +43,8 @@ for i, id in ipairs(ids) do
   local row = ARGV[1] .. 'job:' .. id
   local values = redis.call('HMGET', row, unpack(fields))
   for j = 1, #fields do
-    if values[j] and #values[j] > cut then
-      values[j] = string.sub(values[j], 1, cut)
+    if values[j] then
+      values[j] = cut_utf8(values[j])
     end
   end
   local payload = redis.call('HGET', row, 'payload')

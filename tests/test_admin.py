@@ -244,6 +244,19 @@ def test_run_now_moves_a_scheduled_job_to_pending(changer, conn, queue, redis_cl
     assert any("is not scheduled" in m for m in messages_of(response))
 
 
+def test_run_now_makes_the_rows_run_at_now(changer, conn, queue, redis_client, server_time_ms):
+    ids = seed(conn, queue)  # the scheduled job is due in 10 min
+    ks = Keyspace(queue)
+    before = server_time_ms()
+    changer.post(action_url(queue, "run_now"), {"job": ids["schedule"]})
+    run_at = int(redis_client.hget(ks.job(ids["schedule"]), "run_at_ms"))
+    assert before <= run_at <= server_time_ms()
+    text = changer.get(job_url(queue, ids["schedule"])).content.decode()
+    timeline = re.search(r'<table class="emq-table" id="emq-timeline">(.*?)</table>', text,
+                         re.S).group(1)
+    assert " in " not in timeline  # nothing on this job's timeline lies ahead
+
+
 def test_retry_moves_a_dead_letter_to_pending_with_attempts_reset(changer, conn, queue,
                                                                   redis_client):
     ids = seed(conn, queue)
@@ -514,7 +527,7 @@ def test_job_detail_shows_row_payload_error_and_timeline(viewer, conn, queue):
         assert f'<th scope="row">{label}</th>' in text
     assert "row expires in" in text
     text = viewer.get(job_url(queue, ids["schedule"])).content.decode()
-    assert '<th scope="row">scheduled for</th>' in text
+    assert '<th scope="row">due (run-at)</th>' in text
     text = viewer.get(job_url(queue, ids["active"])).content.decode()
     assert '<th scope="row">lease deadline</th>' in text and "host:1" in text
 

@@ -214,7 +214,7 @@ def job(request, model_admin, queue: str, job_id: str):
         result = row.result
     timeline = [(label, fmt_ms(ms), rel(ms, now)) for label, ms in (
         ("enqueued", row.enqueued_at_ms),
-        ("scheduled for", row.run_at_ms),
+        ("due (run-at)", row.run_at_ms),
         ("started (last claim)", row.started_at_ms),
         ("last failure", row.failed_at_ms),
         ("lease deadline", row.lease_until_ms),

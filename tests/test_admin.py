@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -530,6 +531,26 @@ def test_job_detail_shows_row_payload_error_and_timeline(viewer, conn, queue):
     assert '<th scope="row">due (run-at)</th>' in text
     text = viewer.get(job_url(queue, ids["active"])).content.decode()
     assert '<th scope="row">lease deadline</th>' in text and "host:1" in text
+
+
+def test_job_timeline_is_in_time_order(viewer, conn, queue):
+    jobs = Jobs(conn)
+    job_id = BrandedId.generate()
+    jobs.enqueue(queue, job_id, payload(1, 2))
+    first = jobs.claim(queue, "host:1", 60_000)
+    jobs.retry(queue, job_id, first.token, 0, "Traceback (most recent call last):\nKeyError: 1")
+    time.sleep(0.01)
+    assert jobs.promote(queue) == 1
+    assert jobs.claim(queue, "host:1", 60_000).job_id == job_id  # started after the failure
+    text = viewer.get(job_url(queue, job_id)).content.decode()
+    timeline = re.search(r'id="emq-timeline">(.*?)</table>', text, re.S).group(1)
+    labels = re.findall(r'<th scope="row">([^<]+)</th>', timeline)
+    assert labels.index("last failure") < labels.index("started (last claim)"), labels
+    row = jobs.get(queue, job_id)
+    times = {"enqueued": row.enqueued_at_ms, "due (run-at)": row.run_at_ms,
+             "started (last claim)": row.started_at_ms, "last failure": row.failed_at_ms,
+             "lease deadline": row.lease_until_ms}
+    assert [times[label] for label in labels] == sorted(times.values())
 
 
 def test_fragment_is_the_live_part_only(viewer, conn, queue):

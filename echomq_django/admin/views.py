@@ -212,14 +212,17 @@ def job(request, model_admin, queue: str, job_id: str):
         result = json.dumps(json.loads(row.result), indent=2, ensure_ascii=False) if row.result else ""
     except ValueError:
         result = row.result
-    timeline = [(label, fmt_ms(ms), rel(ms, now)) for label, ms in (
+    # In time order: a retried job failed before its last claim started. Equal
+    # times keep the order of a job's life (sorted is stable).
+    events = sorted(((label, ms) for label, ms in (
         ("enqueued", row.enqueued_at_ms),
         ("due (run-at)", row.run_at_ms),
         ("started (last claim)", row.started_at_ms),
         ("last failure", row.failed_at_ms),
         ("lease deadline", row.lease_until_ms),
         ("finished", row.finished_at_ms),
-    ) if ms is not None]
+    ) if ms is not None), key=lambda event: event[1])
+    timeline = [(label, fmt_ms(ms), rel(ms, now)) for label, ms in events]
     skip = {"payload", "result", "last_error"}
     fields = sorted((k, v) for k, v in {
         **{f: getattr(row, f) for f in row.__dataclass_fields__

@@ -487,7 +487,7 @@ def test_set_pages_show_each_sets_columns(viewer, conn, queue):
     text = viewer.get(set_url(queue, "repeat")).content.decode()
     assert "nightly" in text and "<code>0 3 * * *</code>" in text and "Europe/Berlin" in text
     local_time = re.search(r"Europe/Berlin</td>\s*<td>\d{4}-\d\d-\d\d (\d\d:\d\d)", text).group(1)
-    utc_time = re.search(r"</div></td>\s*<td>\d{4}-\d\d-\d\d (\d\d:\d\d):00</td>", text).group(1)
+    utc_time = re.search(r"</div></td>\s*<td>\d{4}-\d\d-\d\d (\d\d:\d\d):00 UTC</td>", text).group(1)
     assert local_time == "03:00" and utc_time in ("01:00", "02:00")
 
 
@@ -551,6 +551,30 @@ def test_job_timeline_is_in_time_order(viewer, conn, queue):
              "started (last claim)": row.started_at_ms, "last failure": row.failed_at_ms,
              "lease deadline": row.lease_until_ms}
     assert [times[label] for label in labels] == sorted(times.values())
+
+
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+
+
+def test_every_time_shown_says_its_zone(viewer, configured, conn):
+    queue = configured
+    ids = seed(conn, queue)
+    with override_settings(TIME_ZONE="Europe/Berlin"):
+        pages = {"overview": viewer.get(ADMIN),
+                 **{s: viewer.get(set_url(queue, s)) for s in dashboard.SETS},
+                 "job": viewer.get(job_url(queue, ids["dead"]))}
+    for name, response in pages.items():
+        text = response.content.decode()
+        assert re.search(rf"Server time {STAMP} CES?T\.", text), name
+        # Every full time stamp on the page is followed by its zone.
+        stamps = re.findall(rf"{STAMP}(?: ([A-Z]{{3,4}}))?", text)
+        assert stamps and all(zone in ("CET", "CEST", "UTC") for zone in stamps), (name, stamps)
+    text = pages["schedule"].content.decode()
+    assert re.search(rf"<td>{STAMP} CES?T</td>", text)  # the run-at, in Berlin time
+    text = pages["repeat"].content.decode()
+    assert re.search(rf"<td>{STAMP} UTC</td>", text)  # next run (UTC)
+    text = pages["overview"].content.decode()
+    assert re.search(r"<title>\d\d:\d\d CES?T: 0 done, 0 failed</title>", text)  # chart minutes
 
 
 def test_fragment_is_the_live_part_only(viewer, conn, queue):

@@ -18,14 +18,18 @@ __all__ = ["fmt_ms", "span", "rel", "activity_chart", "schedule_histogram", "UTC
 UTC = dt.timezone.utc
 
 
+def _local(ms: int, zone=None) -> dt.datetime:
+    when = dt.datetime.fromtimestamp(ms / 1000, UTC)
+    return when.astimezone(zone) if zone is not None else timezone.localtime(when)
+
+
 def fmt_ms(ms: int | None, zone=None) -> str:
-    """A Unix ms instant as ``YYYY-MM-DD HH:MM:SS`` in ``zone`` (default: the
-    current Django time zone); "" for None."""
+    """A Unix ms instant as ``YYYY-MM-DD HH:MM:SS ZONE`` in ``zone`` (default:
+    the current Django time zone), ZONE being the zone's abbreviation at that
+    instant (``CET``, ``CEST``, ``UTC``); "" for None."""
     if ms is None:
         return ""
-    when = dt.datetime.fromtimestamp(ms / 1000, UTC)
-    when = when.astimezone(zone) if zone is not None else timezone.localtime(when)
-    return when.strftime("%Y-%m-%d %H:%M:%S")
+    return _local(ms, zone).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def span(ms: int) -> str:
@@ -73,7 +77,7 @@ def activity_chart(q: reads.QueueSummary, now_ms: int) -> dict:
     failed, peak_failed = _bars(q.failed, 240, half)
     minutes = []
     for i, (d, f) in enumerate(zip(done, failed)):
-        label = fmt_ms((first_minute + i) * 60_000)[11:16]
+        label = _local((first_minute + i) * 60_000).strftime("%H:%M %Z")
         minutes.append({"x": d["x"], "w": d["w"], "done_y": d["y"], "done_h": d["h"],
                         "failed_y": half + 2, "failed_h": f["h"],
                         "title": f"{label}: {d['value']} done, {f['value']} failed"})

@@ -491,6 +491,39 @@ def test_set_pages_show_each_sets_columns(viewer, conn, queue):
     assert local_time == "03:00" and utc_time in ("01:00", "02:00")
 
 
+TRACEBACK = ("Traceback (most recent call last):\n"
+             + "".join(f'  File "/srv/app/notify/jobs.py", line {n}, in deliver\n'
+                       f"    send(chat_id, text)\n" for n in range(20))
+             + "KeyError: chat-42\n\n")
+
+
+def test_lists_show_the_errors_last_line_and_the_jobs_arguments(viewer, conn, queue):
+    assert len(TRACEBACK.encode()) > 2 * dashboard.CUT_BYTES
+    jobs = Jobs(conn)
+    call = json.dumps({"job": "tests.testapp.jobs.add", "args": [7, "x"],
+                       "kwargs": {"to": "chat-9"}})
+    ids = {}
+    for name in ("active", "dead", "schedule", "pending"):
+        ids[name] = BrandedId.generate()
+        jobs.enqueue(queue, ids[name], call)
+        if name != "pending":
+            claim = jobs.claim(queue, "host:1", 60_000)
+            assert claim.job_id == ids[name]
+        if name == "dead":
+            jobs.dead(queue, claim.job_id, claim.token, "failed", TRACEBACK)
+        if name == "schedule":
+            jobs.retry(queue, claim.job_id, claim.token, 600_000, TRACEBACK)
+    for name in ("pending", "schedule", "active", "dead"):
+        text = viewer.get(set_url(queue, name)).content.decode()
+        row = re.search(rf'<tr data-job="{ids[name]}">(.*?)</tr>', text, re.S).group(1)
+        assert "7, &quot;x&quot;, to=&quot;chat-9&quot;" in row, name
+        if name in ("schedule", "dead"):
+            assert "KeyError: chat-42" in row, name
+            assert "Traceback" not in row, name
+    (row,) = dashboard.set_page(conn, queue, "dead").rows
+    assert row.error == "KeyError: chat-42"
+
+
 def test_pending_pages_in_claim_order_and_dead_newest_first(viewer, conn, queue, redis_client,
                                                            server_time_ms):
     jobs = Jobs(conn)
@@ -747,7 +780,7 @@ def test_rows_are_cut_short_and_missing_rows_are_marked(conn, queue, redis_clien
     assert by_id["JOBgone"].exists is False and by_id["JOBgone"].state is None
     text_rows = scripts.run(conn, "admin/rows", [Keyspace(queue).pending],
                             [Keyspace(queue).base, 10, json.dumps([big]), '["payload","nope"]'])
-    assert text_rows == [['{"job": "a', None, "a.b.c"]]
+    assert text_rows == [['{"job": "a', None, "a.b.c", None]]
 
 
 def snapshot(client, queue):
@@ -777,4 +810,4 @@ def test_list_pages_cut_multibyte_text_on_a_character_boundary(viewer, conn, que
     for set_name in ("pending", "dead"):
         response = viewer.get(set_url(queue, set_name))
         assert response.status_code == 200, set_name
-    assert "a" * 50 in response.content.decode()  # the dead letter's error
+        assert "a" * 50 in response.content.decode(), set_name  # the args, the error

@@ -8,12 +8,14 @@ templates draw.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 
 from django.utils import timezone
 
 from . import reads
 
-__all__ = ["fmt_ms", "span", "rel", "activity_chart", "schedule_histogram", "UTC"]
+__all__ = ["fmt_ms", "span", "rel", "arguments", "activity_chart", "schedule_histogram", "UTC"]
 
 UTC = dt.timezone.utc
 
@@ -56,6 +58,36 @@ def rel(ms: int | None, now_ms: int) -> str:
         return ""
     delta = ms - now_ms
     return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
+
+
+_ARGS = re.compile(r'"args"\s*:\s*\[?')
+
+
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def arguments(payload: str | None) -> str:
+    """A job's arguments from its payload's ``args`` and ``kwargs``, listed as
+    a call would: ``7, "x", to="chat-9"``; "" when the payload has none.
+
+    A list row's payload is cut short (reads.CUT_BYTES): when it does not
+    parse, the text after ``"args":`` is shown as it stands, ending in "…".
+    """
+    if not payload:
+        return ""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        found = _ARGS.search(payload)
+        return payload[found.end():] + "…" if found else ""
+    if not isinstance(data, dict):
+        return ""
+    args, kwargs = data.get("args", []), data.get("kwargs", {})
+    parts = [_json(a) for a in args] if isinstance(args, list) else [_json(args)]
+    if isinstance(kwargs, dict):
+        parts += [f"{key}={_json(value)}" for key, value in kwargs.items()]
+    return ", ".join(parts)
 
 
 def _bars(values: list[int], width: float, height: float) -> tuple[list[dict], int]:

@@ -58,7 +58,8 @@ MAX_PAGE_SIZE = 200
 #: Most bytes of a payload or error a list row carries.
 CUT_BYTES = 300
 
-# The row fields a list page reads (admin_rows.lua returns them in this order).
+# The row fields a list page reads (admin_rows.lua returns them in this order,
+# then the job's path and the last line of last_error).
 _ROW_FIELDS = ("state", "attempts", "stalls", "enqueued_at_ms", "run_at_ms", "started_at_ms",
                "finished_at_ms", "failed_at_ms", "lease_until_ms", "consumer", "reason",
                "last_error", "cancel_requested", "repeat", "payload")
@@ -193,7 +194,9 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
 class JobSummary:
     """One job as a list row: ``score_ms`` is its score in the set (run-at,
     lease deadline or time of death; 0 in pending); text values are cut to
-    CUT_BYTES. ``exists`` is False for a member whose row has expired."""
+    CUT_BYTES. ``exists`` is False for a member whose row has expired.
+    ``error`` is the last line of the whole ``last_error`` that is not blank
+    (a traceback's ``ExceptionClass: message``), cut to CUT_BYTES."""
 
     job_id: str
     score_ms: int
@@ -214,6 +217,7 @@ class JobSummary:
     cancel_requested: bool
     repeat: str | None
     payload: str | None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -310,7 +314,7 @@ def _job_rows(conn, ks: Keyspace, members: list[tuple[str, int]]) -> list[JobSum
             failed_at_ms=_int(v["failed_at_ms"]), lease_until_ms=_int(v["lease_until_ms"]),
             consumer=v["consumer"], reason=v["reason"], last_error=v["last_error"],
             cancel_requested=v["cancel_requested"] == "1", repeat=v["repeat"],
-            payload=v["payload"]))
+            payload=v["payload"], error=values[len(_ROW_FIELDS) + 1]))
     return rows
 
 

@@ -28,7 +28,7 @@ from .. import rules
 from ..conf import get_config
 from ..connection import get_connection
 from . import reads
-from .present import UTC, activity_chart, fmt_ms, rel, schedule_histogram, span
+from .present import UTC, activity_chart, arguments, fmt_ms, rel, schedule_histogram, span
 
 #: How often the pages refresh themselves (ms); the template hands it to live.js.
 REFRESH_MS = 2000
@@ -173,6 +173,7 @@ def set_view(request, model_admin, queue: str, set_name: str):
                 "enqueued": fmt_ms(r.enqueued_at_ms),
                 "enqueued_rel": rel(r.enqueued_at_ms, now),
                 "started_rel": rel(r.started_at_ms, now),
+                "args": arguments(r.payload),
                 "url": job_url(queue, r.job_id),
             })
     base = request.path

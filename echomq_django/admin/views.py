@@ -174,6 +174,8 @@ def set_view(request, model_admin, queue: str, set_name: str):
                 "enqueued_rel": rel(r.enqueued_at_ms, now),
                 "started_rel": rel(r.started_at_ms, now),
                 "args": arguments(r.payload),
+                # A branded id may wrap between its time and its counter.
+                "id_head": r.job_id[:13], "id_tail": r.job_id[13:],
                 "url": job_url(queue, r.job_id),
             })
     base = request.path

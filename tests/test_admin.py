@@ -258,6 +258,23 @@ def test_run_now_makes_the_rows_run_at_now(changer, conn, queue, redis_client, s
     assert " in " not in timeline  # nothing on this job's timeline lies ahead
 
 
+def test_run_now_and_retry_on_a_paused_queue_say_it_is_paused(changer, conn, queue,
+                                                              redis_client):
+    ids = seed(conn, queue)
+    Queues(conn).pause(queue)
+    for name, data in (("run_now", {"job": ids["schedule"]}), ("retry", {"job": ids["dead"]}),
+                       ("repeat_run_now", {"name": "nightly"})):
+        response = changer.post(action_url(queue, name), data, follow=True)
+        (text,) = messages_of(response)
+        assert "runs next" not in text, text
+        assert f"queue {queue} is paused" in text and "until the queue is resumed" in text, text
+    assert redis_client.zscore(Keyspace(queue).pending, ids["schedule"]) == 0  # moved all the same
+    Queues(conn).resume(queue)
+    response = changer.post(action_url(queue, "repeat_run_now"), {"name": "nightly"},
+                            follow=True)
+    assert not any("paused" in m for m in messages_of(response))
+
+
 def test_retry_moves_a_dead_letter_to_pending_with_attempts_reset(changer, conn, queue,
                                                                   redis_client):
     ids = seed(conn, queue)

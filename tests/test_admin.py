@@ -557,6 +557,30 @@ def test_pending_pages_in_claim_order_and_dead_newest_first(viewer, conn, queue,
     assert re.findall(r'<tr data-job="(\w+)">', text) == dead
 
 
+def test_an_unknown_queues_page_says_it_is_unknown(changer, configured, conn, queue):
+    import uuid
+
+    nosuch = "t-nosuch-" + uuid.uuid4().hex[:8]
+    response = changer.get(ADMIN, {"queue": nosuch}, follow=True)  # looked up by name
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert 'id="emq-unknown"' in text
+    assert f"Queue {nosuch} is unknown" in text
+    assert "emq-running" not in text and 'data-action="pause"' not in text
+    # A configured queue is known, empty or not.
+    assert 'id="emq-unknown"' not in changer.get(set_url(configured, "dead")).content.decode()
+    # So is a queue that holds something, or that a live process serves.
+    held, served = "t-held-" + uuid.uuid4().hex[:8], "t-served-" + uuid.uuid4().hex[:8]
+    Jobs(conn).enqueue_in(held, BrandedId.generate(), payload(1), 60_000)
+    Presence(conn).announce("box:77", {"host": "box", "pid": 77}, [served], 10_000)
+    try:
+        for name in (held, served):
+            text = changer.get(set_url(name, "pending")).content.decode()
+            assert 'id="emq-unknown"' not in text and "emq-running" in text, name
+    finally:
+        Presence(conn).retire("box:77")
+
+
 def test_lookup_by_id(viewer, conn, queue):
     ids = seed(conn, queue)
     response = viewer.get(set_url(queue, "pending"), {"id": ids["dead"]})

@@ -243,6 +243,18 @@ class SetPage:
     counts: dict[str, int] = field(default_factory=dict)
     paused_at_ms: int | None = None
     rows: list = field(default_factory=list)
+    #: When a runechomq process last announced that it serves the queue (ms).
+    announced_at_ms: int | None = None
+
+    @property
+    def served(self) -> bool:
+        """A live process serves the queue (announced within LIVE_MS)."""
+        return self.announced_at_ms is not None and self.announced_at_ms >= self.now_ms - LIVE_MS
+
+    @property
+    def holds_nothing(self) -> bool:
+        """No set holds anything and the queue is not paused."""
+        return not any(self.counts.values()) and self.paused_at_ms is None
 
     @property
     def pages(self) -> int:
@@ -267,8 +279,9 @@ def set_page(conn, queue: str, set_name: str, page: int = 1,
     by run-at, active by lease deadline, repeat by next run (all ascending),
     dead newest first.
 
-    Two round trips: TIME, the five sets' ZCARD, the paused mark and
-    ``ZRANGE start stop`` in one pipeline;
+    Two round trips: TIME, the five sets' ZCARD, the paused mark, the queue's
+    last announcement by a live process and ``ZRANGE start stop`` in one
+    pipeline;
     then the rows in one ``admin_rows`` script (or one HGETALL per schedule
     record for repeat, pipelined).
 
@@ -285,12 +298,14 @@ def set_page(conn, queue: str, set_name: str, page: int = 1,
     for name in SETS:
         pipe.zcard(getattr(ks, name))
     pipe.get(ks.paused)
+    pipe.zscore(keyspace.QUEUES, queue)
     pipe.zrange(key, start, start + per_page - 1, desc=set_name == "dead", withscores=True)
-    time_reply, *sizes, paused, members = pipe.execute()
+    time_reply, *sizes, paused, announced, members = pipe.execute()
     counts = {name: int(size) for name, size in zip(SETS, sizes)}
     members = [(scripts.decode(m), int(score)) for m, score in members]
     result = SetPage(queue, set_name, time_reply_ms(time_reply), counts[set_name], page, per_page,
-                     counts, _int(paused))
+                     counts, _int(paused),
+                     announced_at_ms=int(announced) if announced is not None else None)
     if set_name == "repeat":
         result.rows.extend(_repeat_rows(conn, ks, members))
     elif members:

@@ -146,6 +146,9 @@ def set_view(request, model_admin, queue: str, set_name: str):
     per_page = _int_param(request, "per_page", reads.PAGE_SIZE, reads.MAX_PAGE_SIZE)
     data = reads.set_page(conn, queue, set_name, page, per_page)
     now = data.now_ms
+    # Staff may open any queue by name; one that is not configured, not served
+    # and holds nothing is a typo or a queue gone, not an empty queue.
+    unknown = data.holds_nothing and not data.served and queue not in get_config().queues
     rows = []
     for r in data.rows:
         if set_name == "repeat":
@@ -192,7 +195,7 @@ def set_view(request, model_admin, queue: str, set_name: str):
     return _render(request, model_admin, "admin/echomq_django/set.html",
                    "admin/echomq_django/_set.html", f"{queue}: {set_name}", {
                        "queue": queue, "set_name": set_name, "data": data, "rows": rows,
-                       "pager": pager, "tabs": tabs,
+                       "pager": pager, "tabs": tabs, "unknown": unknown,
                        "paused_for": rel(data.paused_at_ms, now) if data.paused_at_ms else "",
                        "now": fmt_ms(now),
                    })

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -244,6 +245,36 @@ def test_run_now_moves_a_scheduled_job_to_pending(changer, conn, queue, redis_cl
     assert any("is not scheduled" in m for m in messages_of(response))
 
 
+def test_run_now_makes_the_rows_run_at_now(changer, conn, queue, redis_client, server_time_ms):
+    ids = seed(conn, queue)  # the scheduled job is due in 10 min
+    ks = Keyspace(queue)
+    before = server_time_ms()
+    changer.post(action_url(queue, "run_now"), {"job": ids["schedule"]})
+    run_at = int(redis_client.hget(ks.job(ids["schedule"]), "run_at_ms"))
+    assert before <= run_at <= server_time_ms()
+    text = changer.get(job_url(queue, ids["schedule"])).content.decode()
+    timeline = re.search(r'<table class="emq-table" id="emq-timeline">(.*?)</table>', text,
+                         re.S).group(1)
+    assert " in " not in timeline  # nothing on this job's timeline lies ahead
+
+
+def test_run_now_and_retry_on_a_paused_queue_say_it_is_paused(changer, conn, queue,
+                                                              redis_client):
+    ids = seed(conn, queue)
+    Queues(conn).pause(queue)
+    for name, data in (("run_now", {"job": ids["schedule"]}), ("retry", {"job": ids["dead"]}),
+                       ("repeat_run_now", {"name": "nightly"})):
+        response = changer.post(action_url(queue, name), data, follow=True)
+        (text,) = messages_of(response)
+        assert "runs next" not in text, text
+        assert f"queue {queue} is paused" in text and "until the queue is resumed" in text, text
+    assert redis_client.zscore(Keyspace(queue).pending, ids["schedule"]) == 0  # moved all the same
+    Queues(conn).resume(queue)
+    response = changer.post(action_url(queue, "repeat_run_now"), {"name": "nightly"},
+                            follow=True)
+    assert not any("paused" in m for m in messages_of(response))
+
+
 def test_retry_moves_a_dead_letter_to_pending_with_attempts_reset(changer, conn, queue,
                                                                   redis_client):
     ids = seed(conn, queue)
@@ -473,8 +504,41 @@ def test_set_pages_show_each_sets_columns(viewer, conn, queue):
     text = viewer.get(set_url(queue, "repeat")).content.decode()
     assert "nightly" in text and "<code>0 3 * * *</code>" in text and "Europe/Berlin" in text
     local_time = re.search(r"Europe/Berlin</td>\s*<td>\d{4}-\d\d-\d\d (\d\d:\d\d)", text).group(1)
-    utc_time = re.search(r"</div></td>\s*<td>\d{4}-\d\d-\d\d (\d\d:\d\d):00</td>", text).group(1)
+    utc_time = re.search(r"</div></td>\s*<td>\d{4}-\d\d-\d\d (\d\d:\d\d):00 UTC</td>", text).group(1)
     assert local_time == "03:00" and utc_time in ("01:00", "02:00")
+
+
+TRACEBACK = ("Traceback (most recent call last):\n"
+             + "".join(f'  File "/srv/app/notify/jobs.py", line {n}, in deliver\n'
+                       f"    send(chat_id, text)\n" for n in range(20))
+             + "KeyError: chat-42\n\n")
+
+
+def test_lists_show_the_errors_last_line_and_the_jobs_arguments(viewer, conn, queue):
+    assert len(TRACEBACK.encode()) > 2 * dashboard.CUT_BYTES
+    jobs = Jobs(conn)
+    call = json.dumps({"job": "tests.testapp.jobs.add", "args": [7, "x"],
+                       "kwargs": {"to": "chat-9"}})
+    ids = {}
+    for name in ("active", "dead", "schedule", "pending"):
+        ids[name] = BrandedId.generate()
+        jobs.enqueue(queue, ids[name], call)
+        if name != "pending":
+            claim = jobs.claim(queue, "host:1", 60_000)
+            assert claim.job_id == ids[name]
+        if name == "dead":
+            jobs.dead(queue, claim.job_id, claim.token, "failed", TRACEBACK)
+        if name == "schedule":
+            jobs.retry(queue, claim.job_id, claim.token, 600_000, TRACEBACK)
+    for name in ("pending", "schedule", "active", "dead"):
+        text = viewer.get(set_url(queue, name)).content.decode()
+        row = re.search(rf'<tr data-job="{ids[name]}">(.*?)</tr>', text, re.S).group(1)
+        assert "7, &quot;x&quot;, to=&quot;chat-9&quot;" in row, name
+        if name in ("schedule", "dead"):
+            assert "KeyError: chat-42" in row, name
+            assert "Traceback" not in row, name
+    (row,) = dashboard.set_page(conn, queue, "dead").rows
+    assert row.error == "KeyError: chat-42"
 
 
 def test_pending_pages_in_claim_order_and_dead_newest_first(viewer, conn, queue, redis_client,
@@ -491,6 +555,30 @@ def test_pending_pages_in_claim_order_and_dead_newest_first(viewer, conn, queue,
     dead = _dead_letters(redis_client, queue, 5, server_time_ms())  # scores now, now-1, ...
     text = viewer.get(set_url(queue, "dead")).content.decode()
     assert re.findall(r'<tr data-job="(\w+)">', text) == dead
+
+
+def test_an_unknown_queues_page_says_it_is_unknown(changer, configured, conn, queue):
+    import uuid
+
+    nosuch = "t-nosuch-" + uuid.uuid4().hex[:8]
+    response = changer.get(ADMIN, {"queue": nosuch}, follow=True)  # looked up by name
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert 'id="emq-unknown"' in text
+    assert f"Queue {nosuch} is unknown" in text
+    assert "emq-running" not in text and 'data-action="pause"' not in text
+    # A configured queue is known, empty or not.
+    assert 'id="emq-unknown"' not in changer.get(set_url(configured, "dead")).content.decode()
+    # So is a queue that holds something, or that a live process serves.
+    held, served = "t-held-" + uuid.uuid4().hex[:8], "t-served-" + uuid.uuid4().hex[:8]
+    Jobs(conn).enqueue_in(held, BrandedId.generate(), payload(1), 60_000)
+    Presence(conn).announce("box:77", {"host": "box", "pid": 77}, [served], 10_000)
+    try:
+        for name in (held, served):
+            text = changer.get(set_url(name, "pending")).content.decode()
+            assert 'id="emq-unknown"' not in text and "emq-running" in text, name
+    finally:
+        Presence(conn).retire("box:77")
 
 
 def test_lookup_by_id(viewer, conn, queue):
@@ -514,9 +602,53 @@ def test_job_detail_shows_row_payload_error_and_timeline(viewer, conn, queue):
         assert f'<th scope="row">{label}</th>' in text
     assert "row expires in" in text
     text = viewer.get(job_url(queue, ids["schedule"])).content.decode()
-    assert '<th scope="row">scheduled for</th>' in text
+    assert '<th scope="row">due (run-at)</th>' in text
     text = viewer.get(job_url(queue, ids["active"])).content.decode()
     assert '<th scope="row">lease deadline</th>' in text and "host:1" in text
+
+
+def test_job_timeline_is_in_time_order(viewer, conn, queue):
+    jobs = Jobs(conn)
+    job_id = BrandedId.generate()
+    jobs.enqueue(queue, job_id, payload(1, 2))
+    first = jobs.claim(queue, "host:1", 60_000)
+    jobs.retry(queue, job_id, first.token, 0, "Traceback (most recent call last):\nKeyError: 1")
+    time.sleep(0.01)
+    assert jobs.promote(queue) == 1
+    assert jobs.claim(queue, "host:1", 60_000).job_id == job_id  # started after the failure
+    text = viewer.get(job_url(queue, job_id)).content.decode()
+    timeline = re.search(r'id="emq-timeline">(.*?)</table>', text, re.S).group(1)
+    labels = re.findall(r'<th scope="row">([^<]+)</th>', timeline)
+    assert labels.index("last failure") < labels.index("started (last claim)"), labels
+    row = jobs.get(queue, job_id)
+    times = {"enqueued": row.enqueued_at_ms, "due (run-at)": row.run_at_ms,
+             "started (last claim)": row.started_at_ms, "last failure": row.failed_at_ms,
+             "lease deadline": row.lease_until_ms}
+    assert [times[label] for label in labels] == sorted(times.values())
+
+
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+
+
+def test_every_time_shown_says_its_zone(viewer, configured, conn):
+    queue = configured
+    ids = seed(conn, queue)
+    with override_settings(TIME_ZONE="Europe/Berlin"):
+        pages = {"overview": viewer.get(ADMIN),
+                 **{s: viewer.get(set_url(queue, s)) for s in dashboard.SETS},
+                 "job": viewer.get(job_url(queue, ids["dead"]))}
+    for name, response in pages.items():
+        text = response.content.decode()
+        assert re.search(rf"Server time {STAMP} CES?T\.", text), name
+        # Every full time stamp on the page is followed by its zone.
+        stamps = re.findall(rf"{STAMP}(?: ([A-Z]{{3,4}}))?", text)
+        assert stamps and all(zone in ("CET", "CEST", "UTC") for zone in stamps), (name, stamps)
+    text = pages["schedule"].content.decode()
+    assert re.search(rf"<td>{STAMP} CES?T</td>", text)  # the run-at, in Berlin time
+    text = pages["repeat"].content.decode()
+    assert re.search(rf"<td>{STAMP} UTC</td>", text)  # next run (UTC)
+    text = pages["overview"].content.decode()
+    assert re.search(r"<title>\d\d:\d\d CES?T: 0 done, 0 failed</title>", text)  # chart minutes
 
 
 def test_fragment_is_the_live_part_only(viewer, conn, queue):
@@ -689,8 +821,34 @@ def test_rows_are_cut_short_and_missing_rows_are_marked(conn, queue, redis_clien
     assert by_id["JOBgone"].exists is False and by_id["JOBgone"].state is None
     text_rows = scripts.run(conn, "admin/rows", [Keyspace(queue).pending],
                             [Keyspace(queue).base, 10, json.dumps([big]), '["payload","nope"]'])
-    assert text_rows == [['{"job": "a', None, "a.b.c"]]
+    assert text_rows == [['{"job": "a', None, "a.b.c", None]]
 
 
 def snapshot(client, queue):
     return state.snapshot(client, state.queue_pattern(queue), with_ttl=True)
+
+
+@pytest.mark.parametrize("char", ["é", "€", "😀"], ids=["2-byte", "3-byte", "4-byte"])
+def test_list_pages_cut_multibyte_text_on_a_character_boundary(viewer, conn, queue,
+                                                              redis_client, char):
+    # ``char`` ends one byte after the cut: the cut falls inside it and would
+    # keep all of it but its last byte.
+    ks = Keyspace(queue)
+    pad = dashboard.CUT_BYTES - len(char.encode()) + 1
+    text = "a" * pad + char * 50
+    pending, dead = BrandedId.generate(), BrandedId.generate()
+    head = '{"job": "a.b", "args": ["'
+    Jobs(conn).enqueue(queue, pending, head + text[len(head):] + '"], "kwargs": {}}')
+    redis_client.hset(ks.job(dead), mapping={"state": "dead", "attempts": 1, "reason": "failed",
+                                             "payload": payload(1), "last_error": text})
+    redis_client.zadd(ks.dead, {dead: 1})
+    page = dashboard.set_page(conn, queue, "pending")
+    (row,) = page.rows
+    assert len(row.payload.encode()) <= dashboard.CUT_BYTES
+    assert row.payload.endswith("a" * 10)  # the partial character is dropped whole
+    (row,) = dashboard.set_page(conn, queue, "dead").rows
+    assert row.last_error == "a" * pad
+    for set_name in ("pending", "dead"):
+        response = viewer.get(set_url(queue, set_name))
+        assert response.status_code == 200, set_name
+        assert "a" * 50 in response.content.decode(), set_name  # the args, the error

@@ -9,13 +9,15 @@ Screenshots go to ``artifacts/`` (ignored by git).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from echomq_django import Jobs
+from echomq_django import BrandedId, Jobs
 from echomq_django.protocol.keyspace import Keyspace
 from tests.procs import runechomq, stop, wait_for
 from tests.testapp import jobs as testjobs
@@ -79,6 +81,41 @@ def browser_page(monkeypatch):
             browser.close()
 
 
+def log_in(page, live_server, username, password):
+    """Log in through the admin's own form."""
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    expect(page.locator("#content")).to_contain_text("EchoMQ")
+
+
+def test_the_dead_list_fits_a_1280_px_window(live_server, staff_login, browser_page, conn,
+                                             queue):
+    page = browser_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    jobs = Jobs(conn)
+    url = "https://api.example.org/bot" + "A1b2C3d4" * 12 + "/sendMessage?chat_id=" + "9" * 40
+    error = ("Traceback (most recent call last):\n  File \"jobs.py\", line 9, in deliver\n"
+             f"requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: {url}")
+    payload = json.dumps({"job": "example_project.notifications.jobs.deliver_standings_digest",
+                          "args": ["chat-" + "7" * 80, "x" * 200],
+                          "kwargs": {"fail_first": 3, "template": "standings_" * 20}})
+    job_id = BrandedId.generate()
+    jobs.enqueue(queue, job_id, payload)
+    claim = jobs.claim(queue, "a-rather-long-hostname.example.internal:123456", 60_000)
+    jobs.dead(queue, claim.job_id, claim.token, "failed", error)
+    log_in(page, live_server, *staff_login)
+    page.goto(f"{live_server.url}/admin/echomq_django/queue/{queue}/dead/")
+    row = page.locator(f'#emq-rows tr[data-job="{job_id}"]')
+    expect(row).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "admin-dead-1280.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    # The cut text is whole in the cell's title.
+    expect(row.locator(".emq-error")).to_have_attribute("title", re.compile("chat_id=9+$"))
+    expect(row.locator('button[data-action="retry"]')).to_be_visible()
+
+
 def test_schedule_appears_live_then_run_now_makes_it_done(
         live_server, staff_login, browser_page, conn, queue, worker_procs):
     page = browser_page
@@ -95,12 +132,7 @@ def test_schedule_appears_live_then_run_now_makes_it_done(
     wait_for(lambda: all(jobs.get(queue, h.job_id).state == "done" for h in warm)
              and jobs.get(queue, bad.job_id).state == "dead", timeout=30)
 
-    # Log in through the admin's own form.
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("input[type=submit]")
-    expect(page.locator("#content")).to_contain_text("EchoMQ")
+    log_in(page, live_server, username, password)
     page.click('a[href="/admin/echomq_django/queue/"]')
     row = page.locator(f'tr[data-queue="{queue}"]')
     expect(row).to_be_visible()

@@ -113,6 +113,9 @@ def test_the_example_project_runs_end_to_end(valkey_url):
     assert "all 9 jobs reached their expected final state" in out.stdout
     assert "standings_digest (daily cron, run now)" in out.stdout
     assert "runechomq stopped on SIGTERM with exit code 0" in out.stdout
+    # Every time column of the table says its zone.
+    header = next(line for line in out.stdout.splitlines() if line.startswith("job id"))
+    assert "due (UTC)" in header and "last run (UTC)" in header
 
 
 def test_a_schedule_naming_an_unregistered_job_fails_the_check(valkey_url):

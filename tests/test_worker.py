@@ -127,6 +127,17 @@ def test_burst_drains_and_exits(conn, queue, worker_procs):
     assert state_of(conn, queue, later.job_id) == "scheduled"
 
 
+def test_command_warns_about_a_queue_that_is_not_configured(conn, queue, worker_procs):
+    # tests.settings configures only "default": ``queue`` is not configured.
+    handle = testjobs.add.using(queue=queue).enqueue(2, 3)
+    proc = runechomq(queue, "--burst")
+    worker_procs.append(proc)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0, out
+    assert f"WARNING echomq.worker: queue {queue!r} is not in ECHOMQ['QUEUES']" in out, out
+    assert state_of(conn, queue, handle.job_id) == "done"  # served all the same
+
+
 def test_max_jobs(conn, queue, redis_client, worker_procs):
     fn = testjobs.add.using(queue=queue)
     handles = [fn.enqueue(i, i) for i in range(5)]

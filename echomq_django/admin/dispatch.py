@@ -75,6 +75,19 @@ REPLIES = {
         False: (WARN, "No schedule {target}; nothing changed.")}),
 }
 
+#: What an action that put jobs on pending says instead when the queue is
+#: paused: the jobs wait there until the queue is resumed.
+PAUSED = {
+    "run_now": "Job {target} moved from schedule to pending, but queue {queue} is paused: "
+               "it will not run until the queue is resumed.",
+    "retry": "Job {target} moved from dead to pending with attempts reset, but queue {queue} "
+             "is paused: it will not run until the queue is resumed.",
+    "retry_all_dead": "{answer} dead job(s) of {queue} moved back to pending, but queue "
+                      "{queue} is paused: they will not run until the queue is resumed.",
+    "repeat_run_now": "Schedule {target} ran now as job {answer} (its next run is unchanged), "
+                      "but queue {queue} is paused: it will not run until the queue is resumed.",
+}
+
 
 def action(request, model_admin, queue: str, name: str):
     """Run one action (POST with CSRF; change permission) and say what it did
@@ -119,6 +132,9 @@ def _do(acts: Actions, name: str, queue: str, target: str) -> tuple[int, str]:
     except ValueError as err:
         return messages.ERROR, f"{target or queue}: {err}"
     level, text = replies[answer] if answer in replies else replies[None]
+    moved = level == OK and answer != 0
+    if name in PAUSED and moved and acts.queues.is_paused(queue):
+        level, text = WARN, PAUSED[name]
     return level, text.format(queue=queue, target=target, answer=answer)
 
 

@@ -8,24 +8,30 @@ templates draw.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 
 from django.utils import timezone
 
 from . import reads
 
-__all__ = ["fmt_ms", "span", "rel", "activity_chart", "schedule_histogram", "UTC"]
+__all__ = ["fmt_ms", "span", "rel", "arguments", "activity_chart", "schedule_histogram", "UTC"]
 
 UTC = dt.timezone.utc
 
 
+def _local(ms: int, zone=None) -> dt.datetime:
+    when = dt.datetime.fromtimestamp(ms / 1000, UTC)
+    return when.astimezone(zone) if zone is not None else timezone.localtime(when)
+
+
 def fmt_ms(ms: int | None, zone=None) -> str:
-    """A Unix ms instant as ``YYYY-MM-DD HH:MM:SS`` in ``zone`` (default: the
-    current Django time zone); "" for None."""
+    """A Unix ms instant as ``YYYY-MM-DD HH:MM:SS ZONE`` in ``zone`` (default:
+    the current Django time zone), ZONE being the zone's abbreviation at that
+    instant (``CET``, ``CEST``, ``UTC``); "" for None."""
     if ms is None:
         return ""
-    when = dt.datetime.fromtimestamp(ms / 1000, UTC)
-    when = when.astimezone(zone) if zone is not None else timezone.localtime(when)
-    return when.strftime("%Y-%m-%d %H:%M:%S")
+    return _local(ms, zone).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def span(ms: int) -> str:
@@ -54,6 +60,36 @@ def rel(ms: int | None, now_ms: int) -> str:
     return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
 
 
+_ARGS = re.compile(r'"args"\s*:\s*\[?')
+
+
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def arguments(payload: str | None) -> str:
+    """A job's arguments from its payload's ``args`` and ``kwargs``, listed as
+    a call would: ``7, "x", to="chat-9"``; "" when the payload has none.
+
+    A list row's payload is cut short (reads.CUT_BYTES): when it does not
+    parse, the text after ``"args":`` is shown as it stands, ending in "…".
+    """
+    if not payload:
+        return ""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        found = _ARGS.search(payload)
+        return payload[found.end():] + "…" if found else ""
+    if not isinstance(data, dict):
+        return ""
+    args, kwargs = data.get("args", []), data.get("kwargs", {})
+    parts = [_json(a) for a in args] if isinstance(args, list) else [_json(args)]
+    if isinstance(kwargs, dict):
+        parts += [f"{key}={_json(value)}" for key, value in kwargs.items()]
+    return ", ".join(parts)
+
+
 def _bars(values: list[int], width: float, height: float) -> tuple[list[dict], int]:
     peak = max(values, default=0)
     step = width / max(len(values), 1)
@@ -73,7 +109,7 @@ def activity_chart(q: reads.QueueSummary, now_ms: int) -> dict:
     failed, peak_failed = _bars(q.failed, 240, half)
     minutes = []
     for i, (d, f) in enumerate(zip(done, failed)):
-        label = fmt_ms((first_minute + i) * 60_000)[11:16]
+        label = _local((first_minute + i) * 60_000).strftime("%H:%M %Z")
         minutes.append({"x": d["x"], "w": d["w"], "done_y": d["y"], "done_h": d["h"],
                         "failed_y": half + 2, "failed_h": f["h"],
                         "title": f"{label}: {d['value']} done, {f['value']} failed"})

@@ -58,7 +58,8 @@ MAX_PAGE_SIZE = 200
 #: Most bytes of a payload or error a list row carries.
 CUT_BYTES = 300
 
-# The row fields a list page reads (admin_rows.lua returns them in this order).
+# The row fields a list page reads (admin_rows.lua returns them in this order,
+# then the job's path and the last line of last_error).
 _ROW_FIELDS = ("state", "attempts", "stalls", "enqueued_at_ms", "run_at_ms", "started_at_ms",
                "finished_at_ms", "failed_at_ms", "lease_until_ms", "consumer", "reason",
                "last_error", "cancel_requested", "repeat", "payload")
@@ -193,7 +194,9 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
 class JobSummary:
     """One job as a list row: ``score_ms`` is its score in the set (run-at,
     lease deadline or time of death; 0 in pending); text values are cut to
-    CUT_BYTES. ``exists`` is False for a member whose row has expired."""
+    CUT_BYTES. ``exists`` is False for a member whose row has expired.
+    ``error`` is the last line of the whole ``last_error`` that is not blank
+    (a traceback's ``ExceptionClass: message``), cut to CUT_BYTES."""
 
     job_id: str
     score_ms: int
@@ -214,6 +217,7 @@ class JobSummary:
     cancel_requested: bool
     repeat: str | None
     payload: str | None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,18 @@ class SetPage:
     counts: dict[str, int] = field(default_factory=dict)
     paused_at_ms: int | None = None
     rows: list = field(default_factory=list)
+    #: When a runechomq process last announced that it serves the queue (ms).
+    announced_at_ms: int | None = None
+
+    @property
+    def served(self) -> bool:
+        """A live process serves the queue (announced within LIVE_MS)."""
+        return self.announced_at_ms is not None and self.announced_at_ms >= self.now_ms - LIVE_MS
+
+    @property
+    def holds_nothing(self) -> bool:
+        """No set holds anything and the queue is not paused."""
+        return not any(self.counts.values()) and self.paused_at_ms is None
 
     @property
     def pages(self) -> int:
@@ -263,8 +279,9 @@ def set_page(conn, queue: str, set_name: str, page: int = 1,
     by run-at, active by lease deadline, repeat by next run (all ascending),
     dead newest first.
 
-    Two round trips: TIME, the five sets' ZCARD, the paused mark and
-    ``ZRANGE start stop`` in one pipeline;
+    Two round trips: TIME, the five sets' ZCARD, the paused mark, the queue's
+    last announcement by a live process and ``ZRANGE start stop`` in one
+    pipeline;
     then the rows in one ``admin_rows`` script (or one HGETALL per schedule
     record for repeat, pipelined).
 
@@ -281,12 +298,14 @@ def set_page(conn, queue: str, set_name: str, page: int = 1,
     for name in SETS:
         pipe.zcard(getattr(ks, name))
     pipe.get(ks.paused)
+    pipe.zscore(keyspace.QUEUES, queue)
     pipe.zrange(key, start, start + per_page - 1, desc=set_name == "dead", withscores=True)
-    time_reply, *sizes, paused, members = pipe.execute()
+    time_reply, *sizes, paused, announced, members = pipe.execute()
     counts = {name: int(size) for name, size in zip(SETS, sizes)}
     members = [(scripts.decode(m), int(score)) for m, score in members]
     result = SetPage(queue, set_name, time_reply_ms(time_reply), counts[set_name], page, per_page,
-                     counts, _int(paused))
+                     counts, _int(paused),
+                     announced_at_ms=int(announced) if announced is not None else None)
     if set_name == "repeat":
         result.rows.extend(_repeat_rows(conn, ks, members))
     elif members:
@@ -310,7 +329,7 @@ def _job_rows(conn, ks: Keyspace, members: list[tuple[str, int]]) -> list[JobSum
             failed_at_ms=_int(v["failed_at_ms"]), lease_until_ms=_int(v["lease_until_ms"]),
             consumer=v["consumer"], reason=v["reason"], last_error=v["last_error"],
             cancel_requested=v["cancel_requested"] == "1", repeat=v["repeat"],
-            payload=v["payload"]))
+            payload=v["payload"], error=values[len(_ROW_FIELDS) + 1]))
     return rows
 
 

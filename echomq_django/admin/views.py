@@ -28,7 +28,7 @@ from .. import rules
 from ..conf import get_config
 from ..connection import get_connection
 from . import reads
-from .present import UTC, activity_chart, fmt_ms, rel, schedule_histogram, span
+from .present import UTC, activity_chart, arguments, fmt_ms, rel, schedule_histogram, span
 
 #: How often the pages refresh themselves (ms); the template hands it to live.js.
 REFRESH_MS = 2000
@@ -146,6 +146,9 @@ def set_view(request, model_admin, queue: str, set_name: str):
     per_page = _int_param(request, "per_page", reads.PAGE_SIZE, reads.MAX_PAGE_SIZE)
     data = reads.set_page(conn, queue, set_name, page, per_page)
     now = data.now_ms
+    # Staff may open any queue by name; one that is not configured, not served
+    # and holds nothing is a typo or a queue gone, not an empty queue.
+    unknown = data.holds_nothing and not data.served and queue not in get_config().queues
     rows = []
     for r in data.rows:
         if set_name == "repeat":
@@ -173,6 +176,9 @@ def set_view(request, model_admin, queue: str, set_name: str):
                 "enqueued": fmt_ms(r.enqueued_at_ms),
                 "enqueued_rel": rel(r.enqueued_at_ms, now),
                 "started_rel": rel(r.started_at_ms, now),
+                "args": arguments(r.payload),
+                # A branded id may wrap between its time and its counter.
+                "id_head": r.job_id[:13], "id_tail": r.job_id[13:],
                 "url": job_url(queue, r.job_id),
             })
     base = request.path
@@ -189,7 +195,7 @@ def set_view(request, model_admin, queue: str, set_name: str):
     return _render(request, model_admin, "admin/echomq_django/set.html",
                    "admin/echomq_django/_set.html", f"{queue}: {set_name}", {
                        "queue": queue, "set_name": set_name, "data": data, "rows": rows,
-                       "pager": pager, "tabs": tabs,
+                       "pager": pager, "tabs": tabs, "unknown": unknown,
                        "paused_for": rel(data.paused_at_ms, now) if data.paused_at_ms else "",
                        "now": fmt_ms(now),
                    })
@@ -212,14 +218,17 @@ def job(request, model_admin, queue: str, job_id: str):
         result = json.dumps(json.loads(row.result), indent=2, ensure_ascii=False) if row.result else ""
     except ValueError:
         result = row.result
-    timeline = [(label, fmt_ms(ms), rel(ms, now)) for label, ms in (
+    # In time order: a retried job failed before its last claim started. Equal
+    # times keep the order of a job's life (sorted is stable).
+    events = sorted(((label, ms) for label, ms in (
         ("enqueued", row.enqueued_at_ms),
-        ("scheduled for", row.run_at_ms),
+        ("due (run-at)", row.run_at_ms),
         ("started (last claim)", row.started_at_ms),
         ("last failure", row.failed_at_ms),
         ("lease deadline", row.lease_until_ms),
         ("finished", row.finished_at_ms),
-    ) if ms is not None]
+    ) if ms is not None), key=lambda event: event[1])
+    timeline = [(label, fmt_ms(ms), rel(ms, now)) for label, ms in events]
     skip = {"payload", "result", "last_error"}
     fields = sorted((k, v) for k, v in {
         **{f: getattr(row, f) for f in row.__dataclass_fields__

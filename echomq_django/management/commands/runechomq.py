@@ -10,6 +10,7 @@ from echomq_django.rules import check_queue_name
 from echomq_django.runtime.supervisor import Options, Supervisor
 
 LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
+log = logging.getLogger("echomq.worker")
 
 
 def positive(value: str) -> int:
@@ -55,10 +56,18 @@ class Command(BaseCommand):
         level = LEVELS.get(options["verbosity"], logging.INFO)
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("echomq").setLevel(level)
+        configured = get_config().queues
         try:
-            queues = [check_queue_name(q) for q in options["queues"]] or list(get_config().queues)
+            named = [check_queue_name(q) for q in options["queues"]]
         except ValueError as err:
             raise CommandError(str(err)) from None
+        # A queue outside the settings is served (it may be meant), but a typo
+        # would otherwise wait on an empty queue in silence.
+        for queue in named:
+            if queue not in configured:
+                log.warning("queue %r is not in ECHOMQ['QUEUES'] (%s); serving it anyway",
+                            queue, ", ".join(configured))
+        queues = named or list(configured)
         supervisor = Supervisor(Options(
             queues=queues, concurrency=options["concurrency"], processes=options["processes"],
             burst=options["burst"], metronome=not options["without_metronome"],

@@ -1,4 +1,4 @@
--- admin_delete: remove a job that is not running: its row and its member in
+-- admin/delete: remove a job that is not running: its row and its member in
 -- pending, schedule and dead.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] pending  emq:{q}:pending

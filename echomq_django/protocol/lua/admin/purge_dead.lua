@@ -1,4 +1,4 @@
--- admin_purge_dead: one batch of "purge the dead letters": the oldest letters
+-- admin/purge_dead: one batch of "purge the dead letters": the oldest letters
 -- that died at or before the cutoff lose their member and their row. The
 -- caller repeats the call with the returned cutoff until a batch comes back short.
 -- KEYS[1] dead     emq:{q}:dead

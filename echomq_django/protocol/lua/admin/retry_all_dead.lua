@@ -1,4 +1,4 @@
--- admin_retry_all_dead: one batch of "retry every dead letter": the oldest
+-- admin/retry_all_dead: one batch of "retry every dead letter": the oldest
 -- letters that died at or before the cutoff go back on pending, attempts reset.
 -- The caller repeats the call with the returned cutoff until a batch comes
 -- back short, so letters that die while it runs are not retried in a loop.

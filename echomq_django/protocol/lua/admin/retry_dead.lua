@@ -1,4 +1,4 @@
--- admin_retry_dead: put one dead letter back on pending with its attempts reset.
+-- admin/retry_dead: put one dead letter back on pending with its attempts reset.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] dead     emq:{q}:dead
 -- KEYS[3] pending  emq:{q}:pending

@@ -1,7 +1,9 @@
--- admin_rows: read one page of rows for the admin's set browser; writes nothing.
+-- admin/rows: read one page of rows for the admin's set browser; writes nothing.
 -- Each value comes back cut to at most `cut` bytes, so a 512 KB payload or a
--- long traceback never crosses the wire for a list; the job's dotted path is
--- read from the whole payload here for the same reason.
+-- long traceback never crosses the wire for a list; the cut falls on a UTF-8
+-- character boundary (a partial character would not decode). The job's dotted
+-- path and the last line of the last error are read from the whole values
+-- here for the same reason.
 -- KEYS[1] pending  emq:{q}:pending, not read: it anchors the base check and the
 --                  slot, whichever set the ids were read from
 -- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
@@ -10,15 +12,58 @@
 -- ARGV[4] fields   JSON array of row field names to read (HMGET order)
 -- Returns: one array per id, in order: the fields' values (nil when absent;
 --          every value of a missing row is nil), then the payload's "job"
---          path (nil when absent or not found).
+--          path (nil when absent or not found), then the last line of
+--          last_error that is not blank, cut (a Python traceback's
+--          "ExceptionClass: message"; nil when there is no error).
 -- Errors: EMQKEY the base root is not the queue root of KEYS[1];
---         EMQARG more than 500 ids.
+--         EMQARG a malformed argument: cut not in 1..1000000, ids or fields
+--         not JSON arrays, more than 500 ids.
+-- @include args
 -- @include base
 local bad = check_base(ARGV[1], KEYS[1])
 if bad then return bad end
-local cut = tonumber(ARGV[2])
-local ids = cjson.decode(ARGV[3])
-local fields = cjson.decode(ARGV[4])
+local cut, bad_cut = int_arg(ARGV[2], 'cut', 1, 1000000)
+if bad_cut then return bad_cut end
+
+-- The first `cut` bytes of text, without the start of a character the cut
+-- would split: while the first byte left out is a UTF-8 continuation byte
+-- (0x80-0xBF), the cut moves back one byte.
+local function cut_utf8(text)
+  if #text <= cut then return text end
+  local n = cut
+  while n > 0 do
+    local b = string.byte(text, n + 1)
+    if b < 0x80 or b > 0xBF then break end
+    n = n - 1
+  end
+  return string.sub(text, 1, n)
+end
+
+-- The last line of text that is not blank, cut; false when there is none.
+-- Plain searches from the start, so a long traceback costs one pass.
+local function last_line(text)
+  local stop = #text
+  while stop > 0 do
+    local b = string.byte(text, stop)
+    if b ~= 32 and (b < 9 or b > 13) then break end
+    stop = stop - 1
+  end
+  if stop == 0 then return false end
+  local start = 1
+  while true do
+    local nl = string.find(text, '\n', start, true)
+    if not nl or nl > stop then break end
+    start = nl + 1
+  end
+  return cut_utf8(string.sub(text, start, stop))
+end
+
+local ok_ids, ids = pcall(cjson.decode, ARGV[3])
+local ok_fields, fields = pcall(cjson.decode, ARGV[4])
+if not ok_ids or type(ids) ~= 'table' or not ok_fields or type(fields) ~= 'table'
+    or #fields == 0 then
+  return redis.error_reply('EMQARG ids and fields must be JSON arrays (fields not empty)')
+end
 if #ids > 500 then
   return redis.error_reply('EMQARG at most 500 ids per call, got ' .. #ids)
 end
@@ -27,13 +72,15 @@ for i, id in ipairs(ids) do
   local row = ARGV[1] .. 'job:' .. id
   local values = redis.call('HMGET', row, unpack(fields))
   for j = 1, #fields do
-    if values[j] and #values[j] > cut then
-      values[j] = string.sub(values[j], 1, cut)
+    if values[j] then
+      values[j] = cut_utf8(values[j])
     end
   end
-  local payload = redis.call('HGET', row, 'payload')
+  local whole = redis.call('HMGET', row, 'payload', 'last_error')
+  local payload, err = whole[1], whole[2]
   local path = payload and string.match(payload, '"job"%s*:%s*"([^"]*)"') or false
   values[#fields + 1] = path or false
+  values[#fields + 2] = err and last_line(err) or false
   out[i] = values
 end
 return out

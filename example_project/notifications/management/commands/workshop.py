@@ -34,6 +34,7 @@ def server_now_ms(conn) -> int:
 
 
 def fmt_ms(ms) -> str:
+    """HH:MM:SS.mmm in UTC (the table's headers say so)."""
     if ms is None:
         return "-"
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
@@ -114,7 +115,7 @@ class Command(BaseCommand):
             code = worker.wait(timeout=30)
         self.stdout.write(f"runechomq stopped on SIGTERM with exit code {code}\n\n")
 
-        header = f"{'job id':<30} {'job':<40} {'tries':>5} {'state':<6} {'due (UTC)':<12} {'last run':<12} {'late ms':>7}"
+        header = f"{'job id':<30} {'job':<40} {'tries':>5} {'state':<6} {'due (UTC)':<12} {'last run (UTC)':<14} {'late ms':>7}"
         self.stdout.write(header + "\n" + "-" * len(header) + "\n")
         wrong = 0
         for handle, label, due_ms, expected in plan:
@@ -128,7 +129,7 @@ class Command(BaseCommand):
             wrong += state != expected
             self.stdout.write(
                 f"{handle.job_id:<30} {label:<40} {row.attempts if row else '-':>5} {state:<6} "
-                f"{fmt_ms(due_ms):<12} {fmt_ms(ran):<12} {late:>7}{mark}\n")
+                f"{fmt_ms(due_ms):<12} {fmt_ms(ran):<14} {late:>7}{mark}\n")
             if row and row.state == "dead":
                 self.stdout.write(f"{'':<30} reason: {row.reason}; last error: "
                                   f"{(row.last_error or '').strip().splitlines()[-1]}\n")

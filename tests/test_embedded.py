@@ -190,3 +190,12 @@ def test_a_restart_whose_port_is_taken_fails_naming_the_port(data_dir):
         assert embedded.status(data_dir) is None
     # Once it is free again the server comes back on it.
     assert embedded.ensure_started(data_dir) == url
+
+
+def test_a_live_server_whose_state_file_was_lost_is_found_on_its_port(data_dir):
+    url = embedded.ensure_started(data_dir)
+    pid = embedded.status(data_dir)["pid"]
+    os.unlink(os.path.join(data_dir, "server.json"))
+    # Found again, not a second server on the same append-only file.
+    assert embedded.ensure_started(data_dir) == url
+    assert embedded.status(data_dir)["pid"] == pid

@@ -134,7 +134,8 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
                             "undeclared", "orphans"), 0)
     now = server_now_ms(conn)
     for ks, definition in plans:
-        code = int(scripts.run(conn, "repeat/upsert", [ks.repeat, ks.repeat_record(definition.name)],
+        code = int(scripts.run(conn, "repeat/upsert",
+                               [ks.repeat, ks.repeat_record(definition.name), ks.beat],
                                definition.argv(definition.cadence.first_run(now))))
         outcome = {1: "registered", 0: "unchanged", 2: "updated", 3: "repaired"}[code]
         counts[outcome] += 1

@@ -22,9 +22,13 @@ from echomq_django import Jobs
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def runechomq(queue, *args, **popen):
-    """Start runechomq serving ``queue``; stdout and stderr are one text pipe."""
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
+def runechomq(queue, *args, env=None, **popen):
+    """Start runechomq serving ``queue``; stdout and stderr are one text pipe.
+    ``env`` adds to (or overrides) the environment, e.g.
+    ``ECHOMQ_TEST_SERVER_URL`` for another server or ``ECHOMQ_TEST_SCHEDULES``
+    (see tests/settings.py)."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT),
+               **(env or {}))
     return subprocess.Popen(
         [sys.executable, "-m", "django", "runechomq", queue, *args],
         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -511,7 +511,7 @@ def test_a_host_clock_off_by_minutes_changes_nothing(
 
 
 REPEAT_SCRIPTS = {"repeat/register", "repeat/upsert", "repeat/unregister", "repeat/due",
-                  "repeat/mint", "repeat/run_now", "repeat/drop_member"}
+                  "repeat/mint", "repeat/run_now", "repeat/drop_member", "repeat/mark_synced"}
 
 
 def test_repeat_methods_pass_exactly_the_header_keys_in_order(
@@ -535,6 +535,7 @@ def test_repeat_methods_pass_exactly_the_header_keys_in_order(
     rep.pump(queue)
     rep.advance(queue, "a", expected_ms=1, next_ms=2)
     rep.remove(queue, "a")
+    sync(redis_client, [{"queue": queue, "name": "b", "every_ms": 1000}])
 
     assert {name for name, _, _ in calls} == REPEAT_SCRIPTS
     for name, keys, args in calls:
@@ -542,6 +543,7 @@ def test_repeat_methods_pass_exactly_the_header_keys_in_order(
         assert len(args) == len(src.argv), name
         values = dict(zip(src.argv, args))
         built = {"repeat": ks.repeat, "pending": ks.pending, "wake": ks.wake, "beat": ks.beat,
+                 "synced": ks.synced,
                  "repeat_record": ks.repeat_record(values.get("name", "")),
                  "job": ks.job(values.get("job_id") or "-")}
         assert keys == [built[label] for label in src.keys], name

@@ -1,9 +1,13 @@
 """Recurring schedules with a real runechomq: a schedule written while the
-metronome idles mints on its slot (docs/repeat.md, "register.lua")."""
+metronome idles mints on its slot, and a registry lost to a flush is re-synced
+(docs/repeat.md, "register.lua" and "Lost registry")."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import redis
 
 from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.repeat import Repeat
@@ -58,3 +62,32 @@ def test_a_schedule_written_while_runechomq_idles_mints_on_its_slot(
     assert 0 <= enqueued_at - slot < 50, enqueued_at - slot
     code, out = stop(proc)
     assert code == 0, out
+
+
+def test_a_flushed_registry_is_resynced_and_the_declared_schedule_mints_again(
+        start_valkey, queue, worker_procs):
+    # A throwaway server: FLUSHALL would take other tests' data with it.
+    url, _ = start_valkey()
+    client = redis.Redis.from_url(url, decode_responses=True)
+    every_ms = 500
+    schedules = {"tick": {"job": "tests.testapp.jobs.add", "args": [1, 2], "queue": queue,
+                          "every_ms": every_ms}}
+    proc = runechomq(queue, "--metronome-only", env={
+        "ECHOMQ_TEST_SERVER_URL": url, "ECHOMQ_TEST_SCHEDULES": json.dumps(schedules)})
+    worker_procs.append(proc)
+    wait_for(lambda: minted(client, queue, "tick"))  # synced at boot and pumping
+
+    client.flushall()  # a restart without persistence, as the metronome sees it
+    seconds, micros = client.time()
+    flushed_at = int(seconds) * 1000 + int(micros) // 1000
+    wait_for(lambda: minted(client, queue, "tick"), timeout=10)
+    [(slot, enqueued_at), *_] = minted(client, queue, "tick")
+    # The slot after the metronome next woke (at the latest the one after).
+    assert flushed_at < slot <= flushed_at + 2 * every_ms
+    assert enqueued_at >= slot
+    assert Repeat(client).get(queue, "tick").every_ms == every_ms
+    assert client.exists(Keyspace(queue).synced)
+    code, out = stop(proc)
+    client.close()
+    assert code == 0, out
+    assert "re-syncing the declared schedules" in out

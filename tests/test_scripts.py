@@ -20,7 +20,7 @@ PROTOCOL_SCRIPTS = ["jobs/ack", "jobs/claim", "jobs/dead", "jobs/enqueue", "queu
                     "queues/promote", "queues/reap", "jobs/release", "jobs/retry", "jobs/schedule"]
 SCRIPTS = scripts.script_names()
 #: KEYS header labels that name a Keyspace attribute (``job`` is ``ks.job(id)``).
-KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "token", "wake", "beat", "job", "repeat_record", "paused",
+KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "token", "wake", "beat", "job", "repeat_record", "paused", "synced",
               "workers", "worker", "queues"}
 
 

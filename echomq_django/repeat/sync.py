@@ -119,6 +119,10 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
     without it they are counted as ``undeclared``. Registry members without a
     record in those queues are removed (``orphans``).
 
+    Last, every one of those queues gets its sync marker
+    (``emq:{q}:synced``, the server time), whose loss tells a running
+    metronome to sync again (docs/repeat.md, "Lost registry").
+
     Returns counts: ``registered``, ``unchanged``, ``updated``, ``repaired``,
     ``removed``, ``undeclared``, ``orphans``.
 
@@ -162,4 +166,5 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
                 counts["undeclared"] += 1
                 logger.info("repeat %s/%s: live but not declared (kept; prune to remove)",
                             queue, name)
+        scripts.run(conn, "repeat/mark_synced", [ks.synced], [])
     return counts

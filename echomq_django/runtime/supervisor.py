@@ -73,15 +73,24 @@ class Supervisor:
 
         return Pump(get_connection()).pump
 
-    def _sync_schedules(self) -> None:
-        """Boot-time sync of the declared schedules (docs/repeat.md, "sync")."""
+    def _declared(self) -> list[dict]:
         from ..api import registry
-        from ..repeat.sync import declared_schedules, sync
+        from ..repeat.sync import declared_schedules
 
-        declared = declared_schedules(registry.schedules(), self.config.schedules)
+        return declared_schedules(registry.schedules(), self.config.schedules)
+
+    def _has_schedules(self) -> bool:
+        return bool(self._declared()) or self.config.prune_schedules
+
+    def _sync_schedules(self) -> None:
+        """Sync the declared schedules (docs/repeat.md, "sync"): at boot, and
+        from the metronome when a queue's sync marker is gone."""
+        from ..repeat.sync import sync
+
+        declared = self._declared()
         if declared or self.config.prune_schedules:
-            report = sync(get_connection(), declared, prune=self.config.prune_schedules,
-                          queues=self.options.queues)
+            report = sync(get_connection(), declared,
+                          prune=self.config.prune_schedules, queues=self.options.queues)
             log.info("recurring schedules synced: %s",
                      ", ".join(f"{k} {v}" for k, v in report.items() if v) or "nothing to do")
 
@@ -90,7 +99,8 @@ class Supervisor:
                          batch=self.config.promote_batch, pump=self._pump(),
                          max_stalls=self.config.max_stalls,
                          dead_ttl_ms=self.config.dead_ttl_ms,
-                         keep_ms=self.config.result_ttl_ms, stop_event=threading.Event())
+                         keep_ms=self.config.result_ttl_ms, stop_event=threading.Event(),
+                         resync=self._sync_schedules if self._has_schedules() else None)
 
     def _consumer(self) -> Consumer:
         config = self.config

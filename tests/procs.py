@@ -22,11 +22,13 @@ from echomq_django import Jobs
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def runechomq(queue, *args, url=None, **popen):
+def runechomq(queue, *args, url=None, env=None, **popen):
     """Start runechomq serving ``queue``; stdout and stderr are one text pipe.
     ``url``: another server than the session's (a throwaway one), for the
-    process and the test jobs it runs."""
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT))
+    process and the test jobs it runs. ``env`` adds to (or overrides) the
+    environment, e.g. ``ECHOMQ_TEST_SCHEDULES`` (see tests/settings.py)."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT),
+               **(env or {}))
     if url is not None:
         env["ECHOMQ_TEST_SERVER_URL"] = url
     return subprocess.Popen(

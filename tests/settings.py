@@ -1,6 +1,7 @@
 """Minimal Django settings for the echomq-django test suite."""
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -60,3 +61,7 @@ STATIC_URL = "/static/"
 # the URL points at a port where nothing listens, so a stray process fails
 # loudly instead of touching a real server.
 ECHOMQ = {"URL": os.environ.get("ECHOMQ_TEST_SERVER_URL", "redis://127.0.0.1:1/0")}
+# A subprocess test may declare recurring schedules: ECHOMQ_TEST_SCHEDULES is
+# the JSON of ECHOMQ["SCHEDULES"] (tests/procs.py's runechomq(env=...)).
+if os.environ.get("ECHOMQ_TEST_SCHEDULES"):
+    ECHOMQ["SCHEDULES"] = json.loads(os.environ["ECHOMQ_TEST_SCHEDULES"])

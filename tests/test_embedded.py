@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -162,3 +163,39 @@ def test_unstartable_server_raises(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises((EmbeddedServerError, OSError)):
         embedded.ensure_started(str(blocker))
+
+
+def test_a_restart_keeps_the_port_so_running_clients_find_the_server(data_dir):
+    url = embedded.ensure_started(data_dir)
+    client = _client(url)  # a running process's client, built before the restart
+    client.set("emq-port-probe", "kept")
+    assert embedded.stop(data_dir) is True
+    assert embedded.ensure_started(data_dir) == url
+    assert embedded.status(data_dir)["url"] == url
+    # The old client reconnects to the new server on the same port.
+    assert client.get("emq-port-probe") == "kept"
+    client.close()
+
+
+def test_a_restart_whose_port_is_taken_fails_naming_the_port(data_dir):
+    url = embedded.ensure_started(data_dir)
+    port = embedded.status(data_dir)["port"]
+    assert embedded.stop(data_dir) is True
+    with socket.socket() as squatter:  # something else took the port meanwhile
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        with pytest.raises(EmbeddedServerError, match=f"port {port} .*taken"):
+            embedded.ensure_started(data_dir)
+        assert embedded.status(data_dir) is None
+    # Once it is free again the server comes back on it.
+    assert embedded.ensure_started(data_dir) == url
+
+
+def test_a_live_server_whose_state_file_was_lost_is_found_on_its_port(data_dir):
+    url = embedded.ensure_started(data_dir)
+    pid = embedded.status(data_dir)["pid"]
+    os.unlink(os.path.join(data_dir, "server.json"))
+    # Found again, not a second server on the same append-only file.
+    assert embedded.ensure_started(data_dir) == url
+    assert embedded.status(data_dir)["pid"] == pid

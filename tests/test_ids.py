@@ -1,6 +1,9 @@
 """ids: branded, mint-ordered ids (shape, reading, order within and across processes)."""
 
+import os
 import re
+import select
+import signal
 import subprocess
 import sys
 import threading
@@ -147,3 +150,62 @@ def test_the_suffix_is_always_the_last_26_characters():
     # One character short, 'B' (a Crockford digit) joins the suffix and the
     # namespace reads "JO": the suffix is positional, not found by a search.
     assert BrandedId.namespace(GOOD[:-1]) == "JO"
+
+
+# -- fork ------------------------------------------------------------------
+
+
+def _fork_a_minter():
+    """Fork a child that mints one id and writes it (or its error) to a pipe;
+    return ``(pid, read_fd)``. The child never returns into pytest."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read_fd)
+            os.write(write_fd, BrandedId.generate("JOB").encode())
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - any failure goes through the pipe
+            os.write(write_fd, repr(exc).encode())
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _collect(pid, read_fd, timeout_s=10.0):
+    """The child's report, or None (and the child killed) if it hangs."""
+    ready, _, _ = select.select([read_fd], [], [], timeout_s)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    with os.fdopen(read_fd) as fh:
+        return fh.read() if ready else None
+
+
+def test_a_forked_child_never_mints_its_parents_next_id():
+    for _ in range(200):
+        # Hold the generator in one millisecond for the whole trial, as after
+        # the wall clock stepped back a second: both processes then mint in
+        # the same millisecond however long the fork takes, which is the
+        # window where an inherited counter collides.
+        with BrandedId._lock:
+            BrandedId._last_ms = time.time_ns() // 1_000_000 + 1_000
+        held_ms = BrandedId._last_ms
+        pid, read_fd = _fork_a_minter()
+        mine = BrandedId.generate("JOB")
+        theirs = _collect(pid, read_fd)
+        assert theirs and SHAPE.fullmatch(theirs), theirs
+        assert BrandedId.timestamp_ms(mine) == held_ms
+        assert theirs != mine
+
+
+def test_a_child_forked_while_the_lock_is_held_can_mint():
+    # A thread that holds the generator's lock at fork time copies a held
+    # lock into the child, which must get a fresh one.
+    with BrandedId._lock:
+        pid, read_fd = _fork_a_minter()
+    theirs = _collect(pid, read_fd, timeout_s=5.0)
+    assert theirs is not None, "the child waited forever on the parent's lock"
+    assert SHAPE.fullmatch(theirs), theirs

@@ -12,6 +12,7 @@ from echomq_django import Claim, JobRow, Jobs, Outcome
 from echomq_django.protocol.keyspace import WAKE_CAP
 from echomq_django.rules import MAX_MS, MIN_RUN_AT_MS
 from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.repeat import sync
 from tests import state
 
 
@@ -593,10 +594,11 @@ def test_release_gives_back_the_attempt(jobs, redis_client, queue, ks):
 
 def test_horizon_of_an_empty_queue(jobs, redis_client, queue, server_time_ms):
     before = server_time_ms()
-    now, next_ms = jobs.horizon(queue)
+    now, next_ms, synced = jobs.horizon(queue)
     after = server_time_ms()
     assert before <= now <= after
     assert next_ms is None
+    assert synced is False  # no sync of declared schedules wrote its marker
     assert snapshot(redis_client, queue) == {}
 
 
@@ -613,12 +615,21 @@ def test_horizon_is_the_lowest_head_of_schedule_active_and_repeat(
     jobs.enqueue(queue, _new_id(), "{}")
     claim = jobs.claim(queue, "w", heads["active"] - server_time_ms())
     redis_client.zadd(ks.repeat, {"nightly": heads["repeat"], "hourly": heads["repeat"] + 5})
-    _, next_ms = jobs.horizon(queue)
+    next_ms = jobs.horizon(queue).next_ms
     if earliest == "active":
         assert next_ms == claim.lease_deadline_ms
         assert abs(next_ms - heads["active"]) <= 50
     else:
         assert next_ms == heads[earliest]
+
+
+def test_horizon_reports_the_sync_marker(jobs, redis_client, queue):
+    assert jobs.horizon(queue).synced is False
+    sync(redis_client, [], queues=[queue])
+    assert redis_client.exists(Keyspace(queue).synced)
+    assert jobs.horizon(queue).synced is True
+    redis_client.delete(Keyspace(queue).synced)  # as a flush would
+    assert jobs.horizon(queue).synced is False
 
 
 # -- get -------------------------------------------------------------------

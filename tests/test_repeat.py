@@ -137,7 +137,8 @@ def test_remove(rep, redis_client, queue):
     rep.register(queue, "r", every_ms=1000, template={})
     assert rep.remove(queue, "r") is True
     assert rep.get(queue, "r") is None
-    assert keys_of(redis_client, queue) == []
+    # Only the beat marker the registration left for a metronome remains.
+    assert keys_of(redis_client, queue) == [Keyspace(queue).beat]
     assert rep.remove(queue, "r") is False
 
 
@@ -321,6 +322,33 @@ def test_advance_is_a_compare_and_set(rep, queue):
     assert rep.advance(queue, "a", expected_ms=score, next_ms=score + HOUR) is True
     assert rep.get(queue, "a").next_run_ms == score + HOUR
     assert rep.advance(queue, "missing", expected_ms=score, next_ms=score) is False
+
+
+def test_a_next_run_earlier_than_the_registry_head_marks_the_beat(
+        rep, redis_client, queue, server_time_ms):
+    # The metronome sleeps towards the registry's head; a write that puts an
+    # earlier next run in front of it marks the beat (and only such a write).
+    beat = Keyspace(queue).beat
+    now = server_time_ms()
+    rep.register(queue, "late", every_ms=HOUR, template={}, start_at_ms=now + 2 * HOUR)
+    assert redis_client.lpop(beat) == "1"  # the first head
+    rep.register(queue, "later", every_ms=HOUR, template={}, start_at_ms=now + 3 * HOUR)
+    assert redis_client.llen(beat) == 0
+    rep.upsert(queue, "later", every_ms=HOUR, template={}, start_at_ms=now + HOUR)
+    assert redis_client.lpop(beat) == "1"  # moved in front of "late"
+    rep.upsert(queue, "later", every_ms=HOUR, template={"v": 2}, start_at_ms=now + HOUR)
+    assert redis_client.llen(beat) == 0  # the template alone: the next run is kept
+    sync(redis_client, [{"queue": queue, "name": "sooner", "every_ms": HOUR,
+                         "start_at_ms": now + MINUTE}])
+    assert redis_client.lpop(beat) == "1"
+    head = rep.get(queue, "sooner").next_run_ms
+    assert rep.advance(queue, "late", expected_ms=rep.get(queue, "late").next_run_ms,
+                       next_ms=head - 1)
+    assert redis_client.lpop(beat) == "1"
+    # A pump's mint moves a due run past now: never earlier than the head.
+    force_due(redis_client, queue, "late", now - 10)
+    assert rep.pump(queue) == 1
+    assert redis_client.llen(beat) == 0
 
 
 def test_due_lists_names_at_or_before_server_now(rep, redis_client, queue, server_time_ms):
@@ -511,7 +539,7 @@ def test_a_host_clock_off_by_minutes_changes_nothing(
 
 
 REPEAT_SCRIPTS = {"repeat/register", "repeat/upsert", "repeat/unregister", "repeat/due",
-                  "repeat/mint", "repeat/run_now", "repeat/drop_member"}
+                  "repeat/mint", "repeat/run_now", "repeat/drop_member", "repeat/mark_synced"}
 
 
 def test_repeat_methods_pass_exactly_the_header_keys_in_order(
@@ -535,13 +563,15 @@ def test_repeat_methods_pass_exactly_the_header_keys_in_order(
     rep.pump(queue)
     rep.advance(queue, "a", expected_ms=1, next_ms=2)
     rep.remove(queue, "a")
+    sync(redis_client, [{"queue": queue, "name": "b", "every_ms": 1000}])
 
     assert {name for name, _, _ in calls} == REPEAT_SCRIPTS
     for name, keys, args in calls:
         src = scripts.source(name)
         assert len(args) == len(src.argv), name
         values = dict(zip(src.argv, args))
-        built = {"repeat": ks.repeat, "pending": ks.pending, "wake": ks.wake,
+        built = {"repeat": ks.repeat, "pending": ks.pending, "wake": ks.wake, "beat": ks.beat,
+                 "synced": ks.synced,
                  "repeat_record": ks.repeat_record(values.get("name", "")),
                  "job": ks.job(values.get("job_id") or "-")}
         assert keys == [built[label] for label in src.keys], name

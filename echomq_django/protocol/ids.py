@@ -8,10 +8,16 @@ further mint in the same millisecond. Crockford's alphabet is in ASCII order,
 so byte order equals mint order within a process and millisecond order across
 processes. Pending is served in byte order (ZPOPMIN at score 0), which makes
 claim order equal mint order (docs/protocol.md, "Ordering").
+
+The generator's state (the last millisecond and counter, and the lock that
+guards them) is per process: a forked child starts afresh
+(``os.register_at_fork``), so parent and child never mint the same next id,
+and a lock some parent thread held at the fork cannot block the child.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import threading
@@ -32,7 +38,8 @@ def _encode(value: int, width: int) -> str:
 
 
 class BrandedId:
-    """Mint and read branded ids. Thread-safe; fork-safe (state is per process)."""
+    """Mint and read branded ids. Thread-safe; fork-safe (a forked child
+    starts with fresh state, see the module doc)."""
 
     _lock = threading.Lock()
     _last_ms = -1
@@ -65,6 +72,16 @@ class BrandedId:
             cls._last_ms, cls._last_rand = now_ms, rand
         return namespace + _encode(now_ms, 10) + _encode(rand, 16)
 
+    @classmethod
+    def _reset_after_fork(cls) -> None:
+        # The child inherited the parent's last millisecond and counter: minted
+        # in the same millisecond, its next id would equal the parent's next.
+        # A fresh random start per process avoids that; a fresh lock replaces
+        # one a parent thread may have held at the fork.
+        cls._lock = threading.Lock()
+        cls._last_ms = -1
+        cls._last_rand = 0
+
     @staticmethod
     def namespace(branded_id: str) -> str:
         """Return the prefix of ``branded_id`` (``"JOB"`` for a job id).
@@ -94,3 +111,6 @@ class BrandedId:
         for c in branded_id[-_SUFFIX_LEN:-16]:
             value = value * 32 + _ALPHABET.index(c)
         return value
+
+
+os.register_at_fork(after_in_child=BrandedId._reset_after_fork)

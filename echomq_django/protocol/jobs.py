@@ -11,7 +11,7 @@ mirror seed 001 (``EchoMQ.Jobs``). Queue-wide control (pause, resume) is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import rules
 from ..rules import check_int, check_job_id, check_str, check_text
@@ -20,7 +20,7 @@ from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
 from .records import Claim, JobRow, Outcome
 from .tokens import new_token
 
-__all__ = ["Jobs", "DEFAULT_KEEP_MS", "DEFAULT_DEAD_TTL_MS", "DEFAULT_DEAD_MAX",
+__all__ = ["Jobs", "Horizon", "DEFAULT_KEEP_MS", "DEFAULT_DEAD_TTL_MS", "DEFAULT_DEAD_MAX",
            "DEFAULT_MAX_STALLS", "DEFAULT_MAX_PAYLOAD_BYTES"]
 
 #: Defaults the consumer overrides from settings (docs/protocol.md, "Retention").
@@ -30,6 +30,17 @@ DEFAULT_DEAD_MAX = 10_000
 DEFAULT_MAX_STALLS = 1
 #: The default largest payload (bytes of UTF-8), as ECHOMQ["MAX_PAYLOAD_BYTES"].
 DEFAULT_MAX_PAYLOAD_BYTES = 524_288
+
+
+class Horizon(NamedTuple):
+    """What :meth:`Jobs.horizon` reads in one script call."""
+
+    #: The server's clock, Unix ms.
+    now_ms: int
+    #: The earliest head of schedule, active and repeat (ms), or None.
+    next_ms: int | None
+    #: Whether the queue's sync marker (``emq:{q}:synced``) exists.
+    synced: bool
 
 
 class Jobs:
@@ -125,13 +136,15 @@ class Jobs:
                            [ks.base, batch, WAKE_CAP, max_stalls, dead_ttl_ms, STATS_TTL_MS,
                             keep_ms])
 
-    def horizon(self, queue: str) -> tuple[int, int | None]:
-        """Return ``(server_now_ms, next_ms)``: the earliest head of schedule,
-        active (lease deadlines) and repeat, or None when all three are empty."""
+    def horizon(self, queue: str) -> Horizon:
+        """Return a :class:`Horizon`: the server's now, the earliest head of
+        schedule, active (lease deadlines) and repeat (None when all three are
+        empty), and whether the declared schedules' sync marker exists
+        (protocol.md, "horizon")."""
         ks = Keyspace(queue)
-        now, next_ms = scripts.run(self.conn, "queues/horizon",
-                                   [ks.schedule, ks.active, ks.repeat], [])
-        return int(now), (None if int(next_ms) == -1 else int(next_ms))
+        now, next_ms, synced = scripts.run(
+            self.conn, "queues/horizon", [ks.schedule, ks.active, ks.repeat, ks.synced], [])
+        return Horizon(int(now), None if int(next_ms) == -1 else int(next_ms), synced == 1)
 
     # -- a consumer's work -----------------------------------------------
 

@@ -70,6 +70,12 @@ class Keyspace:
         return self.base + "beat"
 
     @property
+    def synced(self) -> str:
+        """STRING, server ms of the last sync of the declared schedules into
+        this queue's registry; the metronome re-syncs when it is gone."""
+        return self.base + "synced"
+
+    @property
     def paused(self) -> str:
         """STRING, present while the queue is paused: claim serves nothing."""
         return self.base + "paused"

@@ -60,7 +60,7 @@ class Pump:
         job_key = ks.job(job_id) if job_id else ks.job("-")
         return int(scripts.run(
             self.conn, "repeat/mint",
-            [ks.repeat, ks.repeat_record(name), job_key, ks.pending, ks.wake],
+            [ks.repeat, ks.repeat_record(name), job_key, ks.pending, ks.wake, ks.beat],
             [name, expected_ms, next_ms, version, job_id, payload, slot_ms, count, WAKE_CAP],
         ))
 

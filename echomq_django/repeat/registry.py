@@ -93,7 +93,8 @@ class Repeat:
         ks = Keyspace(queue)
         definition = Definition.build(name, **options)
         first_run = definition.cadence.first_run(server_now_ms(self.conn))
-        return int(scripts.run(self.conn, f"repeat/{script}", [ks.repeat, ks.repeat_record(name)],
+        return int(scripts.run(self.conn, f"repeat/{script}",
+                               [ks.repeat, ks.repeat_record(name), ks.beat],
                                definition.argv(first_run)))
 
     def remove(self, queue: str, name: str) -> bool:

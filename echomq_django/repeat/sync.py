@@ -119,6 +119,10 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
     without it they are counted as ``undeclared``. Registry members without a
     record in those queues are removed (``orphans``).
 
+    Last, every one of those queues gets its sync marker
+    (``emq:{q}:synced``, the server time), whose loss tells a running
+    metronome to sync again (docs/repeat.md, "Lost registry").
+
     Returns counts: ``registered``, ``unchanged``, ``updated``, ``repaired``,
     ``removed``, ``undeclared``, ``orphans``.
 
@@ -134,7 +138,8 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
                             "undeclared", "orphans"), 0)
     now = server_now_ms(conn)
     for ks, definition in plans:
-        code = int(scripts.run(conn, "repeat/upsert", [ks.repeat, ks.repeat_record(definition.name)],
+        code = int(scripts.run(conn, "repeat/upsert",
+                               [ks.repeat, ks.repeat_record(definition.name), ks.beat],
                                definition.argv(definition.cadence.first_run(now))))
         outcome = {1: "registered", 0: "unchanged", 2: "updated", 3: "repaired"}[code]
         counts[outcome] += 1
@@ -161,4 +166,5 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
                 counts["undeclared"] += 1
                 logger.info("repeat %s/%s: live but not declared (kept; prune to remove)",
                             queue, name)
+        scripts.run(conn, "repeat/mark_synced", [ks.synced], [])
     return counts

@@ -10,6 +10,13 @@ when a script marks an earlier instant (an earlier schedule, a retry, a new
 earliest lease). Any number of metronomes may run on any number of hosts:
 every beat is an atomic script, so they never double anything.
 
+Given a ``resync`` callable (runechomq passes its boot-time sync of the
+declared schedules), the metronome also watches each queue's sync marker
+``emq:{q}:synced``, read by the same ``horizon`` call: when it is gone, the
+server lost its data (a flush, a restart without persistence) and the
+declared schedules are synced again, at the latest one sleep (30 s) after
+the loss.
+
 See docs/protocol.md ("Metronome").
 """
 
@@ -36,6 +43,9 @@ LISTEN_BLOCK_S = 1.0
 
 #: A pump for recurrences: (queue) -> how many occurrences it minted.
 Pump = Callable[[str], int]
+#: Syncs the declared schedules into every queue's registry and writes the
+#: queues' sync markers (runechomq's boot-time sync).
+Resync = Callable[[], object]
 
 
 class Metronome:
@@ -50,12 +60,14 @@ class Metronome:
         dead_ttl_ms: how long such a dead row is kept.
         keep_ms: how long a row reap ends cancelled is kept (RESULT_TTL_MS).
         outage: the process's view of the server (one log line per outage).
+        resync: called when a queue's sync marker is gone (see the module
+            doc); None to ignore the marker.
     """
 
     def __init__(self, conn, queues, *, batch: int = 1000, pump: Pump | None = None,
                  max_stalls: int = 1, dead_ttl_ms: int = 604_800_000,
                  keep_ms: int = 86_400_000, stop_event: threading.Event | None = None,
-                 outage: Outage | None = None) -> None:
+                 outage: Outage | None = None, resync: Resync | None = None) -> None:
         self.jobs = Jobs(conn)
         self.conn = conn
         self.queues = list(queues)
@@ -66,6 +78,8 @@ class Metronome:
         self.keep_ms = keep_ms
         self.stop_event = stop_event or threading.Event()
         self.outage = outage or Outage()
+        self.resync = resync
+        self._resync_lock = threading.Lock()
         self._wakers = {q: threading.Event() for q in self.queues}
         self._threads: list[threading.Thread] = []
         # Each listener blocks on its beat list and on this metronome's stop
@@ -110,11 +124,25 @@ class Metronome:
         return promoted, reaped, minted
 
     def sleep_s(self, queue: str) -> float:
-        """Seconds until the next due instant of ``queue`` on the server clock."""
-        now_ms, next_ms = self.jobs.horizon(queue)
+        """Seconds until the next due instant of ``queue`` on the server clock;
+        0 after re-syncing a lost registry (beat again at once)."""
+        now_ms, next_ms, synced = self.jobs.horizon(queue)
+        if not synced and self.resync is not None:
+            self._resync(queue)
+            return 0.0
         if next_ms is None:
             return MAX_SLEEP_S
         return min(MAX_SLEEP_S, max(0.0, (next_ms - now_ms) / 1000))
+
+    def _resync(self, queue: str) -> None:
+        # One sync serves every queue: the tickers of the others wait for it
+        # and then find their markers back.
+        with self._resync_lock:
+            if self.conn.exists(Keyspace(queue).synced):
+                return
+            log.warning("queue %s: the sync marker is gone (the server lost its data?); "
+                        "re-syncing the declared schedules", queue)
+            self.resync()
 
     def _tick_loop(self, queue: str) -> None:
         waker = self._wakers[queue]

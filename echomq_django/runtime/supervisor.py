@@ -92,14 +92,23 @@ class Supervisor:
 
         return Pump(get_connection()).pump
 
-    def _sync_schedules(self) -> None:
-        """Boot-time sync of the declared schedules (docs/repeat.md, "sync")."""
+    def _declared(self) -> list[dict]:
         from ..api import registry
-        from ..repeat.sync import declared_schedules, sync
+        from ..repeat.sync import declared_schedules
 
-        declared = declared_schedules(registry.schedules(), self.config.schedules)
+        return declared_schedules(registry.schedules(), self.config.schedules)
+
+    def _has_schedules(self) -> bool:
+        return bool(self._declared()) or self.config.prune_schedules
+
+    def _sync_schedules(self) -> None:
+        """Sync the declared schedules (docs/repeat.md, "sync"): at boot, and
+        from the metronome when a queue's sync marker is gone."""
+        from ..repeat.sync import sync
+
+        declared = self._declared()
         if declared or self.config.prune_schedules:
-            # Idempotent, so repeated through a dropped connection at boot.
+            # Idempotent, so repeated through a dropped connection.
             report = persist(lambda: sync(get_connection(), declared,
                                           prune=self.config.prune_schedules,
                                           queues=self.options.queues),
@@ -113,7 +122,8 @@ class Supervisor:
                          max_stalls=self.config.max_stalls,
                          dead_ttl_ms=self.config.dead_ttl_ms,
                          keep_ms=self.config.result_ttl_ms, stop_event=threading.Event(),
-                         outage=self.outage())
+                         outage=self.outage(),
+                         resync=self._sync_schedules if self._has_schedules() else None)
 
     def _consumer(self) -> Consumer:
         config = self.config

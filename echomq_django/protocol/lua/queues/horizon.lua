@@ -2,8 +2,10 @@
 -- KEYS[1] schedule emq:{q}:schedule
 -- KEYS[2] active   emq:{q}:active
 -- KEYS[3] repeat   emq:{q}:repeat
--- Returns: {now_ms, next_ms} where next_ms is the lowest head score of the
---   three sets, or -1 when all are empty.
+-- KEYS[4] synced   emq:{q}:synced, the marker the declared schedules' sync writes
+-- Returns: {now_ms, next_ms, synced} where next_ms is the lowest head score
+--   of the three sets, or -1 when all are empty, and synced is 1 while the
+--   sync marker exists, else 0 (the registry may have been lost).
 -- @include now
 local next_ms = -1
 for i = 1, 3 do
@@ -15,4 +17,4 @@ for i = 1, 3 do
     end
   end
 end
-return {now_ms(), next_ms}
+return {now_ms(), next_ms, redis.call('EXISTS', KEYS[4])}

@@ -6,6 +6,8 @@
 -- KEYS[3] job          emq:{q}:job:<job_id>, the occurrence's row (job:- and untouched when job_id is '')
 -- KEYS[4] pending      emq:{q}:pending
 -- KEYS[5] wake         emq:{q}:wake
+-- KEYS[6] beat         emq:{q}:beat, marked when next_ms is the registry's new head
+--                      (an advance to an earlier run; never a pump's mint)
 -- ARGV[1] name
 -- ARGV[2] expected_ms  the registry score the caller read; the CAS compares it
 -- ARGV[3] next_ms      the new score
@@ -23,6 +25,7 @@
 -- @include signal
 -- @include rejoin
 -- @include occurrence
+-- @include next_run
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score or tonumber(score) ~= tonumber(ARGV[2]) then
   return 0
@@ -48,5 +51,5 @@ if ARGV[5] ~= '' then
 elseif tonumber(ARGV[8]) > 0 then
   redis.call('HINCRBY', KEYS[2], 'skipped', tonumber(ARGV[8]))
 end
-redis.call('ZADD', KEYS[1], 'XX', tonumber(ARGV[3]), ARGV[1])
+set_next_run(KEYS[1], KEYS[6], ARGV[1], tonumber(ARGV[3]), 'XX')
 return outcome

@@ -1,6 +1,7 @@
 -- register: add a recurring schedule under a name, idempotently (never a silent overwrite).
 -- KEYS[1] repeat       emq:{q}:repeat, ZSET of names scored by next-run ms
 -- KEYS[2] repeat_record emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
+-- KEYS[3] beat         emq:{q}:beat, marked when the next run is the registry's new head
 -- ARGV[1] name
 -- ARGV[2] definition   canonical JSON of the whole definition, compared byte for byte
 -- ARGV[3] timing       canonical JSON of every_ms, cron, tz, start_at_ms
@@ -16,6 +17,8 @@
 --   3 registered over an orphan (a record without member or a member without
 --   record; the definition is written and the member scored at first_run_ms).
 -- @include now
+-- @include signal
+-- @include next_run
 -- @include definition
 local member = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local stored = redis.call('HGET', KEYS[2], 'definition')
@@ -28,5 +31,5 @@ end
 local now = now_ms()
 local orphan = (member or stored) and 3 or 1
 write_definition(KEYS[2], ARGV, not stored, now)
-redis.call('ZADD', KEYS[1], tonumber(ARGV[10]), ARGV[1])
+set_next_run(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[10]))
 return orphan

@@ -1,6 +1,7 @@
 -- upsert: write a recurring schedule's definition, replacing a different one.
 -- KEYS[1] repeat       emq:{q}:repeat, ZSET of names scored by next-run ms
 -- KEYS[2] repeat_record emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
+-- KEYS[3] beat         emq:{q}:beat, marked when the next run is the registry's new head
 -- ARGV[1] name
 -- ARGV[2] definition   canonical JSON of the whole definition, compared byte for byte
 -- ARGV[3] timing       canonical JSON of every_ms, cron, tz, start_at_ms
@@ -16,6 +17,8 @@
 --   bumped; the next run moves to first_run_ms only when the timing changed);
 --   3 registered over an orphan (as register).
 -- @include now
+-- @include signal
+-- @include next_run
 -- @include definition
 local member = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local stored = redis.call('HGET', KEYS[2], 'definition')
@@ -36,6 +39,6 @@ write_definition(KEYS[2], ARGV, not stored, now)
 -- A template or policy change keeps the grid (and an occurrence that is due
 -- but not yet minted); a timing change starts the new cadence.
 if not same_timing then
-  redis.call('ZADD', KEYS[1], tonumber(ARGV[10]), ARGV[1])
+  set_next_run(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[10]))
 end
 return outcome

@@ -152,12 +152,12 @@ def __getattr__(name):  # ROOT_URLCONF = this module; built after django.setup()
 
 
 def seed(client, schedule: int, pending: int) -> dict[str, float]:
+    from echomq_django.protocol.clock import server_now_ms
     from echomq_django.protocol.keyspace import Keyspace
     from echomq_django.repeat import Repeat
 
     ks = Keyspace(QUEUE)
-    seconds, micros = client.time()
-    now = int(seconds) * 1000 + int(micros) // 1000
+    now = server_now_ms(client)
     spread = 86_400_000 / max(schedule, 1)
     timings = {}
     for kind, key, total in (("S", ks.schedule, schedule), ("P", ks.pending, pending),

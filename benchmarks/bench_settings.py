@@ -16,3 +16,5 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Every other ECHOMQ key keeps its default (README, "Configuration").
 ECHOMQ = {"URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:1/0"), "QUEUES": ["bench"]}
+if os.environ.get("BENCH_MAX_STALLS"):  # chaos.py --max-stalls
+    ECHOMQ["MAX_STALLS"] = int(os.environ["BENCH_MAX_STALLS"])

@@ -19,3 +19,38 @@ def stamp(run_at_ms: int) -> None:
 def noop(total: int, seq: int, pad: str) -> None:
     """Count one finished job (one script call); nothing else."""
     probe.count_done(get_connection(), "echomq", total)
+
+
+@job(queue="chaos", context=True)
+def chaos_run(sleep_ms: int, context=None) -> None:
+    """chaos.py's job: sleeps a little, then records this run (the job id
+    joins ``chaos:ran``, a fresh run id joins ``chaos:runs:<job id>``; SADD
+    is idempotent, so a command repeated after a killed connection does not
+    count twice)."""
+    import time
+    import uuid
+
+    time.sleep(sleep_ms / 1000)
+    client = _resilient()
+    client.sadd(f"chaos:runs:{context.job_id}", uuid.uuid4().hex)
+    client.sadd("chaos:ran", context.job_id)
+
+
+_RESILIENT = None
+
+
+def _resilient():
+    """A client of the benchmark's server that repeats a command whose
+    connection chaos.py killed (the recording, not the queue, must survive)."""
+    global _RESILIENT
+    if _RESILIENT is None:
+        import os
+
+        import redis
+        from redis.backoff import ExponentialWithJitterBackoff
+        from redis.retry import Retry
+
+        _RESILIENT = redis.Redis.from_url(
+            os.environ["BENCH_REDIS_URL"],
+            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), 50))
+    return _RESILIENT

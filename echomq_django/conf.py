@@ -23,7 +23,7 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
     Extra keyword arguments for ``redis.Redis.from_url``.
 ``QUEUES`` [("default",)]
     Queue names, each 1-100 characters of ``[A-Za-z0-9._-]``.
-``LEASE_MS`` [30000, > 0]; ``MAX_ATTEMPTS`` [3, >= 1];
+``LEASE_MS`` [30000, 1..2**53]; ``MAX_ATTEMPTS`` [3, >= 1];
 ``BACKOFF`` [("jitter", ("exponential", 1000, 300000))]
     A backoff policy tuple, validated by :func:`echomq_django.rules.check_backoff`; lists
     are converted to tuples here.
@@ -82,23 +82,24 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .exceptions import ConfigurationError
-from .rules import check_backoff, check_queue_name, is_int
+from .rules import MAX_MS, check_backoff, check_int, check_queue_name
 
 __all__ = ["Config", "get_config", "validate"]
 
 DEFAULT_BACKOFF = ("jitter", ("exponential", 1000, 300000))
 
-# Integer options: key -> (default, minimum, maximum or None, rule text).
-_INT_RULES: dict[str, tuple[int, int, int | None, str]] = {
-    "LEASE_MS": (30000, 1, None, "an integer > 0"),
-    "MAX_ATTEMPTS": (3, 1, None, "an integer >= 1"),
-    "MAX_PAYLOAD_BYTES": (524288, 1, None, "an integer > 0"),
-    "RESULT_TTL_MS": (86400000, 1, None, "an integer > 0"),
-    "DEAD_TTL_MS": (604800000, 1, None, "an integer > 0"),
-    "DEAD_MAX": (10000, 1, None, "an integer > 0"),
-    "PROMOTE_BATCH": (1000, 1, 100000, "an integer between 1 and 100000"),
-    "SHUTDOWN_GRACE_MS": (30000, 0, None, "an integer >= 0"),
-    "MAX_STALLS": (1, 0, None, "an integer >= 0"),
+# Integer options: key -> (default, minimum, maximum). Checked with
+# rules.check_int, whose message names the key and the range.
+_INT_RULES: dict[str, tuple[int, int, int]] = {
+    "LEASE_MS": (30000, 1, MAX_MS),
+    "MAX_ATTEMPTS": (3, 1, MAX_MS),
+    "MAX_PAYLOAD_BYTES": (524288, 1, MAX_MS),
+    "RESULT_TTL_MS": (86400000, 1, MAX_MS),
+    "DEAD_TTL_MS": (604800000, 1, MAX_MS),
+    "DEAD_MAX": (10000, 1, MAX_MS),
+    "PROMOTE_BATCH": (1000, 1, 100000),
+    "SHUTDOWN_GRACE_MS": (30000, 0, MAX_MS),
+    "MAX_STALLS": (1, 0, 1_000_000),
 }
 
 KNOWN_KEYS = frozenset(
@@ -224,14 +225,13 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
         if why:
             problems.append(("echomq.E005", "CACHE", why))
 
-    for key, (_default, low, high, rule) in _INT_RULES.items():
+    for key, (_default, low, high) in _INT_RULES.items():
         if key not in raw:
             continue
-        value = raw[key]
-        if not is_int(value) or value < low or (high is not None and value > high):
-            problems.append(
-                ("echomq.E006", key, f"{key} must be {rule}, got {value!r}")
-            )
+        try:
+            check_int(key, raw[key], low, high)
+        except (TypeError, ValueError) as err:
+            problems.append(("echomq.E006", key, str(err)))
 
     if "QUEUES" in raw:
         queues = raw["QUEUES"]

@@ -22,7 +22,7 @@ from typing import Any
 from .exceptions import PayloadError, PayloadTooLargeError
 
 __all__ = [
-    "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int",
+    "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_PATTERN", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int",
     "check_int", "check_ms", "optional_count", "check_text", "storable_text", "check_str",
     "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
     "to_run_at_ms", "check_payload_text", "check_json_nesting", "check_backoff", "json_text",
@@ -38,7 +38,9 @@ MIN_RUN_AT_MS = 946_684_800_000
 _ONE_MS = dt.timedelta(milliseconds=1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+#: The queue-name rule as a regular expression (URL patterns reuse it).
+QUEUE_NAME_PATTERN = r"[A-Za-z0-9._-]{1,100}"
+_QUEUE_NAME = re.compile(QUEUE_NAME_PATTERN)
 QUEUE_NAME_RULE = "1-100 characters of [A-Za-z0-9._-]"
 _JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 JOB_ID_RULE = "1-200 characters of [A-Za-z0-9._-]"

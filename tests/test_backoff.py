@@ -115,7 +115,7 @@ def test_bad_policies_raise_value_error_naming_the_rule(policy, rule):
 
 @pytest.mark.parametrize("attempts", [0, -1, True, False, 1.0, "1", None, 2.5])
 def test_attempts_must_be_an_int_of_at_least_one(attempts):
-    with pytest.raises(ValueError, match="attempts must be an integer >= 1"):
+    with pytest.raises(ValueError, match="attempts must be (in 1..|an int)"):
         Backoff.delay_ms(("fixed", 10), attempts)
 
 

@@ -48,7 +48,7 @@ def test_check_command_fails_naming_id_and_key():
         with pytest.raises(SystemCheckError) as info:
             call_command("check")
     text = str(info.value)
-    assert "echomq.E006" in text and "LEASE_MS must be an integer > 0" in text
+    assert "echomq.E006" in text and "LEASE_MS must be in 1..9007199254740992" in text
     assert "settings.ECHOMQ['LEASE_MS']" in text
 
 

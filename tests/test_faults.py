@@ -257,7 +257,8 @@ def test_max_jobs_runs_exactly_n_whatever_the_concurrency(conn, redis_client, qu
 
 
 def test_the_lease_keeper_survives_an_error_and_keeps_renewing(conn, queue):
-    from echomq_django.runtime.lease_keeper import LeaseKeeper, Slot, Slots
+    from echomq_django.runtime.lease_keeper import LeaseKeeper
+    from echomq_django.runtime.slots import Slot, Slots
 
     jobs = Jobs(conn)
     _enqueue(jobs, queue, 2)

@@ -173,14 +173,17 @@ def test_every_process_stopped_one_catch_up_then_back_on_the_grid(
         valkey_url, redis_client, queue, server_time_ms):
     every_ms = 500
     rep = Repeat(redis_client)
-    rep.register(queue, "co", every_ms=every_ms, tz="UTC", template={})
-    rep.register(queue, "sk", every_ms=every_ms, tz="UTC", template={}, missed="skip")
     with Pumpers(valkey_url, queue, 2) as pumpers:
-        wait_for(lambda: len(occurrences(redis_client, queue, "co")) >= 2)
+        # Registered once the pumpers run (see the four-metronome test).
+        rep.register(queue, "co", every_ms=every_ms, tz="UTC", template={})
+        rep.register(queue, "sk", every_ms=every_ms, tz="UTC", template={}, missed="skip")
+        wait_for(lambda: len(occurrences(redis_client, queue, "co")) >= 2
+                 and len(occurrences(redis_client, queue, "sk")) >= 2)
         pumpers.pause()
         # What was minted before the pause, read once nothing pumps any more.
         last_co = occurrences(redis_client, queue, "co")[-1][0]
         last_sk = occurrences(redis_client, queue, "sk")[-1][0]
+        skipped_before = rep.get(queue, "sk").skipped
         # Stopped across at least four more slots of each, on the server clock.
         sleep_until_server(server_time_ms, max(last_co, last_sk) + 4 * every_ms + every_ms // 2)
         pumpers.resume()
@@ -201,7 +204,8 @@ def test_every_process_stopped_one_catch_up_then_back_on_the_grid(
     assert after[:2] == [catch_up_slot + every_ms, catch_up_slot + 2 * every_ms]
 
     sk = occurrences(redis_client, queue, "sk")
-    assert_each_slot_once([(slot, 0, m) for slot, _, m in sk if slot <= last_sk], every_ms)
+    slots = [slot for slot, _, _ in sk]
+    assert len(set(slots)) == len(slots) and all(slot % every_ms == 0 for slot in slots)
     resumed = [o for o in sk if o[0] > last_sk]
     # skip mints none of the slots missed while stopped: the next job is on
     # the first slot after the pumper came back, and the record counts the
@@ -210,7 +214,7 @@ def test_every_process_stopped_one_catch_up_then_back_on_the_grid(
     assert missed_after == 0
     assert first_after - every_ms < minted_at, "a slot due at resume was minted, not skipped"
     skipped = (first_after - last_sk) // every_ms - 1
-    assert skipped >= 4 and rep.get(queue, "sk").skipped == skipped
+    assert skipped >= 4 and rep.get(queue, "sk").skipped - skipped_before == skipped
     assert resumed[1][0] == first_after + every_ms
 
 

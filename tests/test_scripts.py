@@ -467,3 +467,65 @@ def test_a_row_key_that_does_not_name_the_job_is_refused(conn, redis_client, que
         with pytest.raises(ValueError, match="is not the row of job"):
             scripts.run(conn, name, [wrong, *keys[1:]], args)
         assert snapshot(redis_client, queue_pattern(queue)) == before
+
+
+REPEAT_NUMERIC = {"every_ms", "start_at_ms", "first_run_ms", "expected_ms", "next_ms",
+                  "slot_ms", "count", "wake_cap", "limit", "ttl_ms"}
+
+
+def _repeat_calls(conn, redis_client, queue, server_time_ms):
+    """The registry's and presence's scripts, each as a call that would write."""
+    from echomq_django.repeat import Repeat
+
+    ks = Keyspace(queue)
+    rep = Repeat(conn)
+    now = server_time_ms()
+    rep.register(queue, "a", every_ms=60_000, tz="UTC", template={})
+    score = int(redis_client.zscore(ks.repeat, "a"))
+    version = redis_client.hget(ks.repeat_record("a"), "version")
+    job_id = BrandedId.generate()
+    definition = ["b", '{"x":1}', '{"y":1}', 60_000, "", "UTC", "{}", "coalesce", "", now]
+    return {
+        "repeat/register": ([ks.repeat, ks.repeat_record("b"), ks.beat], definition),
+        "repeat/upsert": ([ks.repeat, ks.repeat_record("b"), ks.beat], definition),
+        "repeat/mint": ([ks.repeat, ks.repeat_record("a"), ks.job(job_id), ks.pending, ks.wake,
+                         ks.beat],
+                        ["a", score, score + 60_000, version, job_id, '{"job":"x"}', score, 0,
+                         WAKE_CAP]),
+        "repeat/run_now": ([ks.repeat_record("a"), ks.job(job_id), ks.pending, ks.wake],
+                           ["a", version, job_id, '{"job":"x"}', now, WAKE_CAP]),
+        "repeat/drop_member": ([ks.repeat, ks.repeat_record("zz")], ["zz", 5, ""]),
+        "presence/announce": (["emq:{~}:workers", "emq:{~}:worker:" + queue, "emq:{~}:queues"],
+                              [queue, 60_000, "{}", "[]"]),
+    }
+
+
+@pytest.mark.parametrize("name", ["repeat/register", "repeat/upsert", "repeat/mint",
+                                  "repeat/run_now", "repeat/drop_member", "presence/announce"])
+def test_the_registry_s_scripts_refuse_garbage_before_any_write(
+        conn, redis_client, queue, server_time_ms, name):
+    calls = _repeat_calls(conn, redis_client, queue, server_time_ms)
+    if name == "repeat/drop_member":
+        redis_client.zadd(Keyspace(queue).repeat, {"zz": 5})   # a member without a record
+    keys, args = calls[name]
+    src = scripts.source(name)
+
+    def state():
+        return {**snapshot(redis_client, queue_pattern(queue)),
+                "workers": redis_client.zrange("emq:{~}:workers", 0, -1)}
+
+    before = state()
+    numeric = [i for i, label in enumerate(src.argv) if label in REPEAT_NUMERIC]
+    assert numeric, name
+    for i in numeric:
+        for bad in GARBAGE:
+            if bad == "" and src.argv[i] in ("every_ms", "start_at_ms"):
+                continue  # '' means none there
+            broken = list(args)
+            broken[i] = bad
+            with pytest.raises(ValueError, match="EMQARG|must be an integer|exactly one") as info:
+                scripts.run(conn, name, keys, broken)
+            assert src.argv[i] in str(info.value) or "exactly one" in str(info.value)
+            assert state() == before, (name, src.argv[i], bad)
+    scripts.run(conn, name, keys, args)
+    assert state() != before

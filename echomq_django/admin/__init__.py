@@ -1,58 +1,8 @@
-"""Mount the dashboard in the Django admin: "EchoMQ > Queues" on the admin index.
-
-:class:`QueueAdmin` replaces the model admin's usual pages (there is no table)
-with the views of :mod:`.views` and :mod:`.dispatch`, each wrapped by the site's
-``admin_view`` (login for anonymous users, CSRF, no caching):
-
-- ``<admin>/echomq_django/queue/``: the overview
-- ``<admin>/echomq_django/queue/<queue>/<set>/``: one set (pending, schedule,
-  active, dead, repeat)
-- ``<admin>/echomq_django/queue/<queue>/job/<job_id>/``: one job
-- ``<admin>/echomq_django/queue/<queue>/action/<action>/``: POST only
-
-Permissions (docs/admin.md): ``echomq_django.view_queue`` to see,
-``echomq_django.change_queue`` to act.
+"""The admin dashboard: bounded reads of the live sets (:mod:`.reads`), the
+actions staff may take (:mod:`.actions`, each one atomic script), the pages
+(:mod:`.views`), the actions' views (:mod:`.dispatch`), how times and charts
+are shown (:mod:`.present`), and the "EchoMQ > Queues" entry in Django's
+admin (:mod:`.site`, registered by the app config only when
+``django.contrib.admin`` is installed). Importing this package has no side
+effects: :mod:`.reads` and :mod:`.actions` work without the admin site.
 """
-
-from django.contrib import admin
-from django.urls import path, re_path
-
-from ..models import Queue
-from . import dispatch, views
-
-_QUEUE = r"(?P<queue>[A-Za-z0-9._-]{1,100})"
-
-
-@admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
-    """The EchoMQ dashboard; adds and deletes of "queue objects" do not exist."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def get_urls(self):
-        wrap = self.admin_site.admin_view
-        return [
-            path("", wrap(self.overview_view), name="echomq_django_queue_changelist"),
-            re_path(rf"^{_QUEUE}/job/(?P<job_id>[^/]+)/$", wrap(self.job_view),
-                    name="echomq_django_job"),
-            re_path(rf"^{_QUEUE}/action/(?P<name>[a-z_]+)/$", wrap(self.action_view),
-                    name="echomq_django_action"),
-            re_path(rf"^{_QUEUE}/(?P<set_name>pending|schedule|active|dead|repeat)/$",
-                    wrap(self.set_view), name="echomq_django_set"),
-        ]
-
-    def overview_view(self, request):
-        return views.overview(request, self)
-
-    def set_view(self, request, queue, set_name):
-        return views.set_view(request, self, queue, set_name)
-
-    def job_view(self, request, queue, job_id):
-        return views.job(request, self, queue, job_id)
-
-    def action_view(self, request, queue, name):
-        return dispatch.action(request, self, queue, name)

@@ -58,7 +58,7 @@ MAX_PAGE_SIZE = 200
 #: Most bytes of a payload or error a list row carries.
 CUT_BYTES = 300
 
-# The row fields a list page reads (admin_rows.lua returns them in this order,
+# The row fields a list page reads (lua/admin/rows.lua returns them in this order,
 # then the job's path and the last line of last_error).
 _ROW_FIELDS = ("state", "attempts", "stalls", "enqueued_at_ms", "run_at_ms", "started_at_ms",
                "finished_at_ms", "failed_at_ms", "lease_until_ms", "consumer", "reason",
@@ -282,7 +282,7 @@ def set_page(conn, queue: str, set_name: str, page: int = 1,
     Two round trips: TIME, the five sets' ZCARD, the paused mark, the queue's
     last announcement by a live process and ``ZRANGE start stop`` in one
     pipeline;
-    then the rows in one ``admin_rows`` script (or one HGETALL per schedule
+    then the rows in one ``admin/rows`` script (or one HGETALL per schedule
     record for repeat, pipelined).
 
     Raises ValueError for a bad queue, set name, page or per_page.

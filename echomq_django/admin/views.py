@@ -1,7 +1,7 @@
 """The admin dashboard's pages: the overview, one set browser for every set,
 and the job detail (docs/admin.md). The actions' views are :mod:`.dispatch`.
 
-They are mounted by :class:`echomq_django.admin.QueueAdmin` inside the admin
+They are mounted by :class:`echomq_django.admin.site.QueueAdmin` inside the admin
 site, so ``admin_view`` sends anonymous users to the admin login and applies
 CSRF protection; each view then checks the model permissions itself:
 ``view_queue`` to see (else 403), ``change_queue`` to act (else 403). GET

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 
 from ..rules import check_backoff as validate
-from ..rules import is_int as _is_int
+from ..rules import check_int
 
 _rng = random.SystemRandom()
 
@@ -34,8 +34,10 @@ class Backoff:
         Raises:
             ValueError: ``attempts`` is not an integer >= 1 or the policy is invalid.
         """
-        if not _is_int(attempts) or attempts < 1:
-            raise ValueError(f"attempts must be an integer >= 1, got {attempts!r}")
+        try:
+            check_int("attempts", attempts, 1)
+        except TypeError as err:
+            raise ValueError(str(err)) from None
         policy = validate(policy)
         return _delay(policy, attempts)
 

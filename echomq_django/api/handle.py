@@ -2,7 +2,7 @@
 
 ``handle.job_id``, ``handle.outcome`` ("enqueued", "scheduled", "duplicate"),
 ``handle.get()`` (the row now), ``handle.wait()`` and ``handle.result()``
-(caller-side polling; see docs/protocol.md, "Results").
+(caller-side polling; see docs/protocol.md, "Results and retention").
 """
 
 from __future__ import annotations

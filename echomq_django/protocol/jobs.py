@@ -23,7 +23,7 @@ from .tokens import new_token
 __all__ = ["Jobs", "Horizon", "DEFAULT_KEEP_MS", "DEFAULT_DEAD_TTL_MS", "DEFAULT_DEAD_MAX",
            "DEFAULT_MAX_STALLS", "DEFAULT_MAX_PAYLOAD_BYTES"]
 
-#: Defaults the consumer overrides from settings (docs/protocol.md, "Retention").
+#: Defaults the consumer overrides from settings (docs/protocol.md, "Results and retention").
 DEFAULT_KEEP_MS = 86_400_000
 DEFAULT_DEAD_TTL_MS = 604_800_000
 DEFAULT_DEAD_MAX = 10_000

@@ -2,7 +2,7 @@
 
 ``Queues(conn).pause("mail")`` stops consumers claiming from ``mail``; the
 metronome keeps promoting, so nothing due is lost while it is paused
-(docs/protocol.md, "pause / resume"). The per-job surface is
+(docs/protocol.md, "pause, resume"). The per-job surface is
 :class:`~echomq_django.protocol.jobs.Jobs`.
 """
 

@@ -1,7 +1,7 @@
 """A recurring schedule's definition (validated, ready for the scripts) and
 its stored entry (:class:`RepeatEntry`, typed from the record hash).
 
-The rules (docs/repeat.md, "Definitions"): a name of 1-200 printable
+The rules (docs/repeat.md, "Options"): a name of 1-200 printable
 characters without whitespace; exactly one of ``every_ms`` and ``cron``
 (:mod:`.cadence`); a zone; a JSON-object template (at most
 ``rules.MAX_JSON_DEPTH`` deep, never containing itself) without the reserved

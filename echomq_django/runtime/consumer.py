@@ -24,7 +24,9 @@ from ..protocol.keyspace import Keyspace
 from ..protocol.presence import signal_stop
 from ..protocol.records import Claim
 from ..protocol.tokens import new_token
-from .lease_keeper import LeaseKeeper, Slot, Slots, process_name
+from ..rules import check_int
+from .lease_keeper import LeaseKeeper
+from .slots import Slot, Slots, process_name
 from .outcome import Retention, Runner
 from ..connection.resilience import Backoff, Outage, passing, persist
 
@@ -61,8 +63,7 @@ class Consumer:
     def __init__(self, conn, queues, *, concurrency: int, lease_ms: int, retention: Retention,
                  burst: bool = False, max_jobs: int | None = None,
                  stop: threading.Event | None = None, outage: Outage | None = None) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        check_int("concurrency", concurrency, 1, 10_000)
         self.jobs = Jobs(conn)
         self.conn = conn
         self.queues = list(queues)

@@ -14,76 +14,23 @@ after the lease (docs/protocol.md, "Lease", "Time limit").
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
-from ..api.backoff import Backoff
+from ..connection.resilience import Outage, passing
 from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.presence import Presence
-from ..protocol.records import Claim
-from ..connection.resilience import Outage, passing
+from .outcome import after_failure
+from .slots import Slot, Slots
 
-__all__ = ["ANNOUNCE_S", "LeaseKeeper", "Slot", "Slots"]
+__all__ = ["ANNOUNCE_S", "LeaseKeeper"]
 
 log = logging.getLogger("echomq.consumer")
 
 #: How often a consumer process announces itself (s); the announcement lives 5x this.
 ANNOUNCE_S = 2.0
-
-
-@dataclass
-class Slot:
-    """One thread's running job, as the lease keeper sees it."""
-
-    claim: Claim
-    lease_ms: int
-    started: float  # time.monotonic() at claim
-    timeout_ms: int | None = None
-    max_attempts: int = 1
-    policy: tuple = ("fixed", 0)
-    timed_out: bool = False
-    path: str = "?"
-
-    def overdue(self, now: float) -> bool:
-        return (self.timeout_ms is not None and not self.timed_out
-                and (now - self.started) * 1000 > self.timeout_ms)
-
-
-class Slots:
-    """The running jobs of one process, one per handler thread. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._slots: dict[int, Slot] = {}
-
-    def put(self, slot: Slot) -> None:
-        """Record ``slot`` as the calling thread's running job."""
-        with self._lock:
-            self._slots[threading.get_ident()] = slot
-
-    def pop(self) -> None:
-        """The calling thread's job has finished."""
-        with self._lock:
-            self._slots.pop(threading.get_ident(), None)
-
-    def current(self) -> Slot | None:
-        """The calling thread's running job, or None."""
-        with self._lock:
-            return self._slots.get(threading.get_ident())
-
-    def running(self) -> list[Slot]:
-        """Every running job that has not timed out."""
-        with self._lock:
-            return [slot for slot in self._slots.values() if not slot.timed_out]
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._slots)
 
 
 #: Called with a slot whose job overran its time limit, after its outcome
@@ -184,8 +131,7 @@ class LeaseKeeper:
         slot.timed_out = True
         claim = slot.claim
         error = f"the handler overran its time limit of {slot.timeout_ms} ms"
-        outcome = "dead" if claim.attempts >= slot.max_attempts else "retry"
-        delay_ms = 0 if outcome == "dead" else Backoff.delay_ms(slot.policy, claim.attempts)
+        outcome, delay_ms = after_failure(claim.attempts, slot.max_attempts, slot.policy)
         self.finish(claim, slot.path, slot.started, outcome, reason="timeout",
                     error=error, delay_ms=delay_ms)
         if self.on_timeout is not None:
@@ -210,8 +156,3 @@ class LeaseKeeper:
         except Exception as err:  # noqa: BLE001
             if not passing(err):
                 log.exception("withdrawing this worker's announcement failed")
-
-
-def process_name() -> str:
-    """``host:pid``, the name a consumer process announces and claims under."""
-    return f"{socket.gethostname()}:{os.getpid()}"

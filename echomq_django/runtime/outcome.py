@@ -40,12 +40,21 @@ from ..api.outcomes import Discard, Retry, Snooze
 from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.records import Claim
-from .lease_keeper import Slots
+from .slots import Slots
 from ..connection.resilience import Outage, persist
 
-__all__ = ["Retention", "Runner"]
+__all__ = ["Retention", "Runner", "after_failure"]
 
 log = logging.getLogger("echomq.consumer")
+
+
+def after_failure(attempts: int, max_attempts: int, policy: tuple) -> tuple[str, int]:
+    """What a failed attempt leads to: ``("retry", delay_ms)`` after the
+    backoff while attempts remain, else ``("dead", 0)`` (docs/protocol.md,
+    "Consumer"). ``attempts`` counts this one."""
+    if attempts >= max_attempts:
+        return "dead", 0
+    return "retry", Backoff.delay_ms(policy, attempts)
 
 
 @dataclass(frozen=True)
@@ -128,11 +137,12 @@ class Runner:
             if slot is not None and slot.timed_out:
                 return self._timed_out(claim, path, started)
             error = traceback.format_exc()
-            if claim.attempts >= max_attempts:
-                return self.finish(claim, path, started, "dead", reason="failed", error=error)
-            delay_ms = err.delay_ms if isinstance(err, Retry) and err.delay_ms is not None \
-                else Backoff.delay_ms(policy, claim.attempts)
-            return self.finish(claim, path, started, "retry", delay_ms=delay_ms, error=error)
+            outcome, delay_ms = after_failure(claim.attempts, max_attempts, policy)
+            if outcome == "retry" and isinstance(err, Retry) and err.delay_ms is not None:
+                delay_ms = err.delay_ms
+            return self.finish(claim, path, started, outcome,
+                               reason="failed" if outcome == "dead" else "", delay_ms=delay_ms,
+                               error=error)
         finally:
             close_old_connections()
         if slot is not None and slot.timed_out:

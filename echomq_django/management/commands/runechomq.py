@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from echomq_django.conf import get_config
 from echomq_django.exceptions import ConfigurationError
-from echomq_django.rules import check_queue_name
+from echomq_django.rules import check_int, check_ms, check_queue_name
 from echomq_django.runtime.supervisor import Options, Supervisor
 
 LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
@@ -14,17 +14,13 @@ log = logging.getLogger("echomq.worker")
 
 
 def positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError(value)
-    return number
+    """argparse type: an int >= 1 (rules.check_int's rule)."""
+    return check_int("value", int(value), 1)
 
 
 def non_negative(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError(value)
-    return number
+    """argparse type: an int of ms >= 0 (rules.check_ms's rule)."""
+    return check_ms("value", int(value))
 
 
 class Command(BaseCommand):

@@ -32,6 +32,26 @@ local function row_arg(row, id, sibling)
   return row, nil
 end
 
+-- record_arg(record, name, sibling): the key must be the recurring record of
+-- name in the queue of the sibling key: emq:{q}:repeat:<name>.
+local function record_arg(record, name, sibling)
+  local close = string.find(sibling, '}:', 1, true)
+  if name == nil or name == '' or close == nil
+      or record ~= string.sub(sibling, 1, close + 1) .. 'repeat:' .. name then
+    return nil, redis.error_reply('EMQARG key ' .. tostring(record) .. ' is not the record of '
+      .. 'schedule ' .. tostring(name) .. ' in the queue of ' .. tostring(sibling))
+  end
+  return record, nil
+end
+
+-- opt_int_arg(value, name, low, high): '' (none) or an integer in low..high.
+local function opt_int_arg(value, name, low, high)
+  if value == '' then
+    return nil, nil
+  end
+  return int_arg(value, name, low, high)
+end
+
 -- ints(spec): int_arg over several {value, name, low, high}; returns the
 -- numbers in order, or nil and the first error reply.
 local function ints(spec)

@@ -1,3 +1,31 @@
+-- check_definition(repeat, record, argv): the arguments of register and
+-- upsert (see write_definition, ARGV[10] the first run) are a schedule's:
+-- returns an EMQARG error reply, or nil. Needs: args.
+local function check_definition(registry, record, argv)
+  local _, bad = record_arg(record, argv[1], registry)
+  if bad then return bad end
+  local every_ms
+  every_ms, bad = opt_int_arg(argv[4], 'every_ms', 1, MAX_MS)
+  if bad then return bad end
+  if (every_ms == nil) == (argv[5] == '') then
+    return redis.error_reply('EMQARG exactly one of every_ms and cron must be given')
+  end
+  if argv[6] == '' then
+    return redis.error_reply('EMQARG tz must be a zone name')
+  end
+  local ok, template = pcall(cjson.decode, argv[7])
+  if not ok or type(template) ~= 'table' then
+    return redis.error_reply('EMQARG template must be a JSON object')
+  end
+  if argv[8] ~= 'coalesce' and argv[8] ~= 'skip' then
+    return redis.error_reply('EMQARG missed must be coalesce or skip, got ' .. tostring(argv[8]))
+  end
+  _, bad = opt_int_arg(argv[9], 'start_at_ms', 0, MAX_MS)
+  if bad then return bad end
+  _, bad = int_arg(argv[10], 'first_run_ms', 0, MAX_MS)
+  return bad
+end
+
 -- write_definition(record, argv, fresh, now): write a recurring schedule's
 -- definition (ARGV[1..9] of register and upsert: name, definition, timing,
 -- every_ms, cron, tz, template, missed, start_at_ms) onto its record and bump

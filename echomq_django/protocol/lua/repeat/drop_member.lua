@@ -7,8 +7,14 @@
 -- ARGV[3] version      the record version the caller read ('' = the record must not exist)
 -- Returns: 1 the member was removed (the record, if any, is kept for
 --   inspection); 0 the score or the record changed since (nothing written).
+-- Errors: EMQARG a malformed argument (nothing changes).
+-- @include args
+local _, bad_record = record_arg(KEYS[2], ARGV[1], KEYS[1])
+if bad_record then return bad_record end
+local expected, bad_arg = int_arg(ARGV[2], 'expected_ms', 0, MAX_MS)
+if bad_arg then return bad_arg end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) ~= tonumber(ARGV[2]) then
+if not score or tonumber(score) ~= expected then
   return 0
 end
 local version = redis.call('HGET', KEYS[2], 'version')

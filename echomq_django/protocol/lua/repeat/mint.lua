@@ -21,13 +21,25 @@
 --   score is not expected_ms, the member or record is gone, or the version
 --   differs; nothing written).
 -- Errors: EMQKIND job_id is not JOB-namespaced; EMQSTATE the row exists.
+--         EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
 -- @include signal
 -- @include rejoin
 -- @include occurrence
 -- @include next_run
+local _, bad_record = record_arg(KEYS[2], ARGV[1], KEYS[1])
+if bad_record then return bad_record end
+if ARGV[5] ~= '' then
+  local _, bad_row = row_arg(KEYS[3], ARGV[5], KEYS[1])
+  if bad_row then return bad_row end
+end
+local n, bad_arg = ints({{ARGV[2], 'expected_ms', 0, MAX_MS}, {ARGV[3], 'next_ms', 0, MAX_MS},
+  {ARGV[7], 'slot_ms', 0, MAX_MS}, {ARGV[8], 'count', 0, MAX_MS},
+  {ARGV[9], 'wake_cap', 1, 10000}})
+if bad_arg then return bad_arg end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) ~= tonumber(ARGV[2]) then
+if not score or tonumber(score) ~= n[1] then
   return 0
 end
 local version = redis.call('HGET', KEYS[2], 'version')
@@ -43,13 +55,12 @@ if ARGV[5] ~= '' then
   if redis.call('EXISTS', KEYS[3]) == 1 then
     return redis.error_reply('EMQSTATE job row ' .. ARGV[5] .. ' already exists')
   end
-  occurrence(KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6], ARGV[1], ARGV[7],
-    tonumber(ARGV[9]), now)
+  occurrence(KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[6], ARGV[1], ARGV[7], n[5], now)
   redis.call('HSET', KEYS[2], 'last_run_ms', now, 'last_job_id', ARGV[5],
     'last_scheduled_for_ms', ARGV[7], 'last_missed', ARGV[8])
   outcome = 1
-elseif tonumber(ARGV[8]) > 0 then
-  redis.call('HINCRBY', KEYS[2], 'skipped', tonumber(ARGV[8]))
+elseif n[4] > 0 then
+  redis.call('HINCRBY', KEYS[2], 'skipped', n[4])
 end
-set_next_run(KEYS[1], KEYS[6], ARGV[1], tonumber(ARGV[3]), 'XX')
+set_next_run(KEYS[1], KEYS[6], ARGV[1], n[2], 'XX')
 return outcome

@@ -11,10 +11,16 @@
 -- ARGV[6] wake_cap     most wake markers kept
 -- Returns: 1 minted; 0 the record is gone or its version differs (nothing written).
 -- Errors: EMQKIND job_id is not JOB-namespaced; EMQSTATE the row exists.
+--         EMQARG a malformed argument (nothing changes).
+-- @include args
 -- @include now
 -- @include signal
 -- @include rejoin
 -- @include occurrence
+local _, bad_row = row_arg(KEYS[2], ARGV[3], KEYS[1])
+if bad_row then return bad_row end
+local n, bad_arg = ints({{ARGV[5], 'slot_ms', 0, MAX_MS}, {ARGV[6], 'wake_cap', 1, 10000}})
+if bad_arg then return bad_arg end
 if string.sub(ARGV[3], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
@@ -25,8 +31,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   return redis.error_reply('EMQSTATE job row ' .. ARGV[3] .. ' already exists')
 end
 local now = now_ms()
-occurrence(KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4], ARGV[1], ARGV[5],
-  tonumber(ARGV[6]), now)
+occurrence(KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4], ARGV[1], ARGV[5], n[2], now)
 -- Bookkeeping only; last_scheduled_for_ms stays the grid's, so list shows
 -- where the schedule itself stands.
 redis.call('HSET', KEYS[1], 'last_run_ms', now, 'last_job_id', ARGV[3])

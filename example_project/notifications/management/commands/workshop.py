@@ -23,14 +23,10 @@ from django.core.management.base import BaseCommand, CommandError
 from echomq_django import BrandedId, JobHandle, Jobs, Outcome, get_connection
 from echomq_django.protocol import keyspace
 from echomq_django.repeat import Repeat
+from echomq_django.protocol.clock import server_now_ms
 from example_project.notifications import jobs as workshop
 
 TERMINAL = {"done", "dead"}
-
-
-def server_now_ms(conn) -> int:
-    sec, usec = conn.time()
-    return int(sec) * 1000 + int(usec) // 1000
 
 
 def fmt_ms(ms) -> str:

@@ -26,6 +26,7 @@ __all__ = [
     "check_int", "check_ms", "optional_count", "check_text", "storable_text", "check_str",
     "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
     "to_run_at_ms", "check_payload_text", "check_json_nesting", "check_backoff", "json_text",
+    "PRIORITY_MIN", "PRIORITY_MAX", "check_priority", "check_group", "check_rate",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -165,6 +166,40 @@ def check_job_id(job_id: object, name: str = "job_id") -> str:
     if not _JOB_ID.fullmatch(job_id):
         raise ValueError(f"{name} must be {JOB_ID_RULE}, got {job_id!r}")
     return job_id
+
+
+#: The priority range: Django's (``django.tasks``), higher first.
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+
+
+def check_priority(priority: object) -> int:
+    """Return ``priority`` if it is an int in -100..100 (higher is served first).
+
+    Raises:
+        TypeError: not an int.
+        ValueError: outside -100..100.
+    """
+    return check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
+
+
+def check_group(group: object) -> str | None:
+    """Return ``group`` (a lane's name) if it is None or 1-200 characters
+    without whitespace or braces (it sits inside key names); "" is refused.
+
+    Raises:
+        TypeError: not a str (or None).
+        ValueError: breaks the rule.
+    """
+    if group is None:
+        return None
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a str or None, got {type(group).__name__}")
+    check_text("group", group)
+    if not 1 <= len(group.encode("utf-8")) <= 200 or any(
+            c.isspace() or c in "{}" for c in group):
+        raise ValueError("group must be 1-200 bytes of UTF-8 without whitespace or braces, "
+                         f"got {group!r}")
+    return group
 
 
 def check_schedule_name(name: object) -> str:
@@ -356,3 +391,18 @@ def check_backoff(policy: object) -> tuple:
             f"backoff policy kind must be 'fixed', 'exponential' or 'jitter', got {kind!r}"
         )
     return policy
+
+
+def check_rate(name: str, rate: object) -> tuple[int, int] | None:
+    """Return a rate, ``(count, per_ms)``: ``count`` tokens per ``per_ms``
+    (a token bucket holding at most ``count``), or None for no rate.
+
+    Raises:
+        TypeError: not a 2-tuple (or list) of ints, nor None.
+        ValueError: count or per_ms below 1 or past 2**53.
+    """
+    if rate is None:
+        return None
+    if not isinstance(rate, (tuple, list)) or len(rate) != 2:
+        raise TypeError(f"{name} must be (count, per_ms), got {rate!r}")
+    return (check_int(f"{name} count", rate[0], 1), check_int(f"{name} per_ms", rate[1], 1))

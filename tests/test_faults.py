@@ -73,14 +73,14 @@ def test_a_claim_repeated_with_its_token_answers_the_same_lease(conn, redis_clie
     first, second = _enqueue(jobs, queue, 2)
     claim = jobs.claim(queue, "w", 600_000, token="tok-1")
     again = jobs.claim(queue, "w", 600_000, token="tok-1")
-    assert (again.job_id, again.token, again.attempts) == (first, "tok-1", 1)
+    assert (again.job_id, again.token, again.attempts) == (first, "tok-1.1", 1)
     assert again.lease_deadline_ms == claim.lease_deadline_ms
     ks = Keyspace(queue)
     assert redis_client.zrange(ks.pending, 0, -1) == [second]    # not popped
     assert redis_client.hget(ks.job(first), "attempts") == "1"
     # Once the lease is over the token claims nothing more of that job.
-    assert jobs.ack(queue, first, "tok-1") == "done"
-    assert redis_client.hget(ks.claims, "tok-1") is None
+    assert jobs.ack(queue, first, "tok-1.1") == "done"
+    assert redis_client.hget(ks.claims, "tok-1.1") is None
 
 
 @pytest.mark.parametrize("finish", ["retry", "snooze", "dead", "release"])
@@ -423,7 +423,10 @@ def test_promote_run_now_and_claim_skip_a_stale_member(conn, redis_client, queue
     claim = jobs.claim(queue, "w", 60_000)
     # Stale members: the id in schedule and again in pending, while it runs.
     redis_client.zadd(ks.schedule, {job_id: server_time_ms() - 1000})
+    # ... as a lane holds it: its set, the lanes index and the ring.
     redis_client.zadd(ks.pending, {job_id: 0})
+    redis_client.zincrby(ks.lanes, 1, "")
+    redis_client.zadd(ks.ring, {"": redis_client.incr(ks.turn)})
     row = redis_client.hgetall(ks.job(job_id))
     assert Actions(conn).run_now(queue, job_id) == "gone"
     redis_client.zadd(ks.schedule, {job_id: server_time_ms() - 1000})

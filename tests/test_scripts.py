@@ -22,7 +22,7 @@ PROTOCOL_SCRIPTS = ["jobs/ack", "jobs/claim", "jobs/dead", "jobs/enqueue", "queu
 SCRIPTS = scripts.script_names()
 #: KEYS header labels that name a Keyspace attribute (``job`` is ``ks.job(id)``).
 KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "claims", "wake", "beat", "job",
-              "repeat_record", "paused", "synced",
+              "repeat_record", "paused", "synced", "limits",
               "workers", "worker", "queues"}
 
 
@@ -77,7 +77,10 @@ def test_scripts_that_derive_row_keys_take_and_check_the_base_root(name):
     src = scripts.source(name)
     raw = scripts._read(f"{name}.lua")
     builds_keys = ".. 'job:' .." in raw or "base .. " in raw
-    if builds_keys:
+    if "queue_root(KEYS[" in raw and "base" not in src.argv:
+        # The root of a declared key: its slot, by construction.
+        assert "check_base(" not in raw
+    elif builds_keys:
         assert "base" in src.argv
         assert "@include base" in raw
         # check_base is called, here or in an include, besides being defined.
@@ -110,7 +113,7 @@ def test_key_or_arg_count_mismatch_raises_type_error_and_writes_nothing(
     ks = Keyspace(queue)
     job_id = BrandedId.generate()
     keys = [ks.job(job_id), ks.pending, ks.wake, ks.claims][: 3 + keys_delta]
-    args = [job_id, "{}", WAKE_CAP, "extra"][: 3 + args_delta]
+    args = [job_id, "{}", WAKE_CAP, "", 0, "extra"][: 5 + args_delta]
     with pytest.raises(TypeError, match=r"jobs/enqueue\.lua takes KEYS \['job', 'pending', 'wake'\]"):
         scripts.run(conn, "jobs/enqueue", keys, args)
     assert snapshot(redis_client, queue_pattern(queue)) == {}
@@ -121,9 +124,9 @@ def test_run_returns_str_not_bytes(conn, queue):
     job_id = BrandedId.generate()
     Jobs(conn).enqueue(queue, job_id, '{"a": 1}')
     reply = scripts.run(conn, "jobs/claim", keys_for("jobs/claim", ks),
-                        [ks.base, "me", 1000, WAKE_CAP, "t1"])
-    assert reply[0] == job_id
-    assert all(not isinstance(part, bytes) for part in reply)
+                        [ks.base, "me", 1000, WAKE_CAP, "t1", 1])
+    assert reply[2][0] == job_id
+    assert all(not isinstance(part, bytes) for part in reply[2])
 
 
 def test_unknown_script_raises_file_not_found(conn):
@@ -251,7 +254,8 @@ def test_run_raises_the_mapped_exception_from_a_real_script(conn, queue):
     ks = Keyspace(queue)
     job_id = BrandedId.generate("USR")
     with pytest.raises(exceptions.KindError, match="job id must be JOB-namespaced"):
-        scripts.run(conn, "jobs/enqueue", [ks.job(job_id), ks.pending, ks.wake], [job_id, "{}", 1])
+        scripts.run(conn, "jobs/enqueue", [ks.job(job_id), ks.pending, ks.wake],
+                    [job_id, "{}", 1, "", 0])
     with pytest.raises(exceptions.StaleTokenError, match="job row does not exist"):
         job_id = BrandedId.generate()
         scripts.run(conn, "jobs/ack", [ks.job(job_id), ks.active, ks.claims],
@@ -314,7 +318,7 @@ def _base_cases(jobs: Jobs, queue: str):
         "queues/reap": (keys_for("queues/reap", ks), lambda base: [base, 1000, WAKE_CAP, 1, 60_000, 60_000,
                                                     60_000]),
         "jobs/claim": (keys_for("jobs/claim", ks),
-                       lambda base: [base, "w", 60_000, WAKE_CAP, "t1"]),
+                       lambda base: [base, "w", 60_000, WAKE_CAP, "t1", 1]),
         "jobs/dead": (keys_for("jobs/dead", ks, dying.job_id),
                  lambda base: [dying.job_id, dying.token, "failed", "err", base, 60_000, 1,
                                60_000, 60_000]),
@@ -354,7 +358,8 @@ def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
 
 #: ARGV labels that carry a number; each script refuses garbage in them.
 NUMERIC_ARGV = {"keep_ms", "stats_ttl_ms", "delay_ms", "dead_ttl_ms", "dead_max", "lease_ms",
-                "wake_cap", "batch", "max_stalls", "percent", "value", "ttl_ms", "cutoff_ms"}
+                "wake_cap", "batch", "max_stalls", "percent", "value", "ttl_ms", "cutoff_ms",
+                "priority", "count"}
 
 
 def _writing_calls(conn, redis_client, queue):
@@ -376,8 +381,9 @@ def _writing_calls(conn, redis_client, queue):
     time.sleep(0.01)
     a, r, s, d, x, p, rel = held[:7]
     return {
-        "jobs/enqueue": ([ks.job(fresh), ks.pending, ks.wake], [fresh, "{}", WAKE_CAP]),
-        "jobs/schedule": ([ks.job(fresh), ks.schedule, ks.beat], [fresh, "{}", "in", 10]),
+        "jobs/enqueue": ([ks.job(fresh), ks.pending, ks.wake], [fresh, "{}", WAKE_CAP, "g", 5]),
+        "jobs/schedule": ([ks.job(fresh), ks.schedule, ks.beat],
+                          [fresh, "{}", "in", 10, "g", 5]),
         "jobs/ack": ([ks.job(a.job_id), ks.active, ks.claims],
                      [a.job_id, a.token, "", 60_000, base, 60_000]),
         "jobs/retry": ([ks.job(r.job_id), ks.active, ks.claims, ks.schedule, ks.beat],
@@ -392,7 +398,7 @@ def _writing_calls(conn, redis_client, queue):
                          [rel.job_id, rel.token, WAKE_CAP, 60_000]),
         "jobs/cancel": ([ks.job(ids[9]), ks.pending, ks.schedule], [ids[9], 60_000]),
         "jobs/claim": ([ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused],
-                       [base, "w", 60_000, WAKE_CAP, "tok-claim"]),
+                       [base, "w", 60_000, WAKE_CAP, "tok-claim", 2]),
         "queues/promote": ([ks.schedule, ks.pending, ks.wake], [base, 10, WAKE_CAP]),
         "queues/reap": ([ks.active, ks.pending, ks.wake, ks.dead, ks.claims],
                         [base, 10, WAKE_CAP, 1, 60_000, 60_000, 60_000]),
@@ -407,7 +413,7 @@ def _writing_calls(conn, redis_client, queue):
     }, expiring
 
 
-GARBAGE = ["x", "-5", "1.5", "", "1e400", "1e17", "nan"]
+GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan"]
 
 
 def test_every_numeric_argument_is_covered_here():

@@ -17,6 +17,7 @@ from .. import rules
 from ..rules import check_int, check_job_id, check_str, check_text
 from . import scripts
 from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
+from .queues import Queues
 from .records import Claim, JobRow, Outcome
 from .tokens import new_token
 
@@ -60,25 +61,32 @@ class Jobs:
 
     # -- admission -------------------------------------------------------
 
-    def enqueue(self, queue: str, job_id: str, payload: str) -> Outcome:
-        """Admit ``job_id`` to ``pending`` (protocol.md, "enqueue").
+    def enqueue(self, queue: str, job_id: str, payload: str, group: str | None = None,
+                priority: int = 0) -> Outcome:
+        """Admit ``job_id`` to its lane now (protocol.md, "enqueue", "Lanes").
 
+        ``group`` names the job's lane (None: the queue's ungrouped lane);
+        lanes are served round-robin. ``priority`` (-100..100, higher first)
+        orders the jobs of one lane; equal priorities go in mint order.
         Returns ``"enqueued"``, or ``"duplicate"`` when the row exists (nothing
         changes). Raises KindError for a non-JOB id; ValueError for a bad queue
-        name, a job id that is not 1-200 characters of ``[A-Za-z0-9._-]``, or a
-        payload that is not JSON (NaN and Infinity included) or holds a lone
-        surrogate;
-        PayloadTooLargeError over the size limit; TypeError for non-str arguments.
+        name, a job id that is not 1-200 characters of ``[A-Za-z0-9._-]``, a
+        bad group or priority, or a payload that is not JSON (NaN and Infinity
+        included) or holds a lone surrogate; PayloadTooLargeError over the size
+        limit; TypeError for arguments of the wrong type.
         """
         ks = Keyspace(queue)
         check_job_id(job_id)
         rules.check_payload_text(payload, self.max_payload_bytes)
+        group, priority = rules.check_group(group), rules.check_priority(priority)
         done = scripts.run(self.conn, "jobs/enqueue", [ks.job(job_id), ks.pending, ks.wake],
-                           [job_id, payload, WAKE_CAP])
+                           [job_id, payload, WAKE_CAP, group or "", priority])
         return Outcome.ENQUEUED if done == 1 else Outcome.DUPLICATE
 
-    def enqueue_at(self, queue: str, job_id: str, payload: str, run_at_ms: int) -> Outcome:
-        """Admit ``job_id`` to ``schedule`` at the absolute Unix ms ``run_at_ms``.
+    def enqueue_at(self, queue: str, job_id: str, payload: str, run_at_ms: int,
+                   group: str | None = None, priority: int = 0) -> Outcome:
+        """Admit ``job_id`` to ``schedule`` at the absolute Unix ms ``run_at_ms``;
+        it joins its lane (``group``, ``priority`` as :meth:`enqueue`) when due.
 
         A run-at in the past is due at once. Returns ``"scheduled"`` or
         ``"duplicate"``. Raises KindError for a non-JOB id; ValueError for
@@ -87,24 +95,27 @@ class Jobs:
         non-int (protocol.md, "schedule" and "Arguments").
         """
         return self._schedule(queue, job_id, payload, "at",
-                              rules.check_run_at_ms("run_at_ms", run_at_ms))
+                              rules.check_run_at_ms("run_at_ms", run_at_ms), group, priority)
 
-    def enqueue_in(self, queue: str, job_id: str, payload: str, delay_ms: int) -> Outcome:
-        """Admit ``job_id`` to ``schedule`` at SERVER now + ``delay_ms``.
+    def enqueue_in(self, queue: str, job_id: str, payload: str, delay_ms: int,
+                   group: str | None = None, priority: int = 0) -> Outcome:
+        """Admit ``job_id`` to ``schedule`` at SERVER now + ``delay_ms``; it
+        joins its lane (``group``, ``priority`` as :meth:`enqueue`) when due.
 
         Returns ``"scheduled"`` or ``"duplicate"``. Raises KindError for a
         non-JOB id; ValueError for a negative ``delay_ms`` (protocol.md,
         "schedule").
         """
         return self._schedule(queue, job_id, payload, "in",
-                              check_int("delay_ms", delay_ms, 0))
+                              check_int("delay_ms", delay_ms, 0), group, priority)
 
-    def _schedule(self, queue, job_id, payload, mode, value) -> Outcome:
+    def _schedule(self, queue, job_id, payload, mode, value, group, priority) -> Outcome:
         ks = Keyspace(queue)
         check_job_id(job_id)
         rules.check_payload_text(payload, self.max_payload_bytes)
+        group, priority = rules.check_group(group), rules.check_priority(priority)
         done = scripts.run(self.conn, "jobs/schedule", [ks.job(job_id), ks.schedule, ks.beat],
-                           [job_id, payload, mode, value])
+                           [job_id, payload, mode, value, group or "", priority])
         return Outcome.SCHEDULED if done == 1 else Outcome.DUPLICATE
 
     # -- the metronome's work --------------------------------------------
@@ -150,27 +161,41 @@ class Jobs:
 
     def claim(self, queue: str, consumer: str, lease_ms: int,
               token: str | None = None) -> Claim | None:
-        """Pop the oldest pending job and lease it for ``lease_ms`` (server clock).
+        """Lease the next ready job for ``lease_ms`` (server clock): one
+        :meth:`claim_many` of one. Returns a :class:`Claim` or None."""
+        claims, _ = self.claim_many(queue, consumer, lease_ms, 1, token=token)
+        return claims[0] if claims else None
 
-        ``token`` fences the lease (default: a fresh one from
-        :func:`~echomq_django.protocol.tokens.new_token`; never reuse one).
-        Repeating a claim with the same token, e.g. after a lost reply,
-        answers the same lease (protocol.md, "claim"). Returns a
-        :class:`Claim` (attempts + 1) or None when ``pending`` is empty or the
-        queue is paused.
+    def claim_many(self, queue: str, consumer: str, lease_ms: int, count: int,
+                   token: str | None = None) -> tuple[list[Claim], int | None]:
+        """Lease up to ``count`` (1..1000) ready jobs for ``lease_ms`` in one
+        script, lanes served round-robin within the queue's limits
+        (protocol.md, "claim", "Lanes", "Limits").
+
+        ``token`` is the batch's token (default: a fresh one from
+        :func:`~echomq_django.protocol.tokens.new_token`; never reuse one); the
+        i-th job is fenced by ``f"{token}.{i}"``. Repeating a claim with the
+        same token, e.g. after a lost reply, answers the same leases.
+
+        Returns ``(claims, next_ms)``: the :class:`Claim` s (attempts + 1 each;
+        none when nothing is ready, the queue is paused or at a limit) and,
+        when claiming stopped for want of a token, the server ms the next one
+        comes due (else None).
         """
         ks = Keyspace(queue)
         check_str("consumer", consumer)
         check_int("lease_ms", lease_ms, 1)
+        check_int("count", count, 1, 1000)
         token = new_token() if token is None else check_str("token", token)
         reply = scripts.run(self.conn, "jobs/claim",
                             [ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused],
-                            [ks.base, consumer, lease_ms, WAKE_CAP, token])
-        if reply is None:
-            return None
-        job_id, token, payload, attempts, deadline, now, snoozes = reply
-        return Claim(queue, job_id, token, payload, int(attempts), int(deadline), int(now),
-                     int(snoozes))
+                            [ks.base, consumer, lease_ms, WAKE_CAP, token, count])
+        now, next_ms = int(reply[0]), int(reply[1])
+        claims = [Claim(queue, job_id, job_token, payload, int(attempts), int(deadline), now,
+                        int(snoozes), group or None)
+                  for job_id, job_token, payload, attempts, deadline, snoozes, group
+                  in reply[2:]]
+        return claims, (None if next_ms == -1 else next_ms)
 
     def ack(self, queue: str, job_id: str, token: str, result: Any = None,
             keep_ms: int = DEFAULT_KEEP_MS) -> str:
@@ -323,6 +348,18 @@ class Jobs:
                            [ks.job(check_job_id(job_id)), ks.pending, ks.schedule],
                            [job_id, keep_ms])
         return {1: "cancelled", 2: "flagged", 0: "finished"}[int(code)]
+
+    # -- limits (docs/protocol.md, "Limits"; kept on the server) ----------
+
+    def set_limits(self, queue: str, concurrency: int | None = None,
+                   lane_concurrency: int | None = None, rate: tuple[int, int] | None = None,
+                   lane_rate: tuple[int, int] | None = None) -> None:
+        """:meth:`Queues.set_limits <echomq_django.protocol.queues.Queues.set_limits>`."""
+        Queues(self.conn).set_limits(queue, concurrency, lane_concurrency, rate, lane_rate)
+
+    def limits(self, queue: str) -> dict:
+        """:meth:`Queues.limits <echomq_django.protocol.queues.Queues.limits>`."""
+        return Queues(self.conn).limits(queue)
 
     # -- reads -----------------------------------------------------------
 

@@ -101,9 +101,51 @@ class Keyspace:
         """HASH: a recurring schedule's definition and bookkeeping."""
         return f"{self.base}repeat:{name}"
 
-    def lane_pending(self, group: str) -> str:
-        """ZSET, score 0: a lane's (group's) own pending set (lanes, later)."""
-        return f"{self.base}g:{group}:pending"
+    def lane_pending(self, group: str | None) -> str:
+        """ZSET, score -priority: a lane's jobs waiting, served highest priority
+        first, then in mint order (the ungrouped lane is :attr:`pending`)."""
+        return self.pending if not group else f"{self.base}g:{group}:pending"
+
+    # The lanes' bookkeeping (lua/includes/lanes.lua derives the same names).
+    @property
+    def lanes(self) -> str:
+        """ZSET lane -> jobs waiting in it: every lane with work ('' = ungrouped)."""
+        return self.base + "lanes"
+
+    @property
+    def ring(self) -> str:
+        """ZSET lane -> turn: the ready lanes, served lowest turn first."""
+        return self.base + "ring"
+
+    @property
+    def turn(self) -> str:
+        """STRING: the ring's turn counter."""
+        return self.base + "turn"
+
+    @property
+    def capped(self) -> str:
+        """SET: lanes at their concurrency cap, with work waiting."""
+        return self.base + "capped"
+
+    @property
+    def waiting(self) -> str:
+        """ZSET lane -> ms its next token is due: rate-limited lanes."""
+        return self.base + "waiting"
+
+    @property
+    def lane_active(self) -> str:
+        """HASH lane -> jobs of that group running now."""
+        return self.base + "lane_active"
+
+    @property
+    def limits(self) -> str:
+        """HASH: the queue's limits (concurrency, lane_concurrency, rates)."""
+        return self.base + "limits"
+
+    @property
+    def buckets(self) -> str:
+        """HASH: token buckets, ``queue`` and ``g:<group>`` -> "<tokens>:<ms>"."""
+        return self.base + "buckets"
 
 
 #: How long a per-minute counter lives (ms): the admin charts the last hour.

@@ -1,4 +1,4 @@
-"""Queues: control of a whole queue (pause, resume), one atomic script each.
+"""Queues: control of a whole queue (pause, resume, limits), one atomic script each.
 
 ``Queues(conn).pause("mail")`` stops consumers claiming from ``mail``; the
 metronome keeps promoting, so nothing due is lost while it is paused
@@ -8,8 +8,12 @@ metronome keeps promoting, so nothing due is lost while it is paused
 
 from __future__ import annotations
 
+from .. import rules
 from . import scripts
 from .keyspace import WAKE_CAP, Keyspace
+
+#: The limit names, as ``set_limits`` takes them and ``limits`` returns them.
+LIMIT_NAMES = ("concurrency", "lane_concurrency", "rate", "lane_rate")
 
 __all__ = ["Queues"]
 
@@ -37,3 +41,42 @@ class Queues:
     def is_paused(self, queue: str) -> bool:
         """True while ``queue`` is paused."""
         return bool(self.conn.exists(Keyspace(queue).paused))
+
+    def set_limits(self, queue: str, concurrency: int | None = None,
+                   lane_concurrency: int | None = None, rate: tuple[int, int] | None = None,
+                   lane_rate: tuple[int, int] | None = None) -> None:
+        """Set ``queue``'s limits, replacing the previous ones (None: no limit)
+        (docs/protocol.md, "Limits"). Every claim of every process reads them.
+
+        ``concurrency``: most jobs of the queue running at once.
+        ``lane_concurrency``: most jobs of one group (lane) running at once.
+        ``rate`` / ``lane_rate``: ``(count, per_ms)``, a token bucket for the
+        queue / for each lane: at most ``count`` claims in a burst, then
+        ``count`` per ``per_ms``, on the server clock. Lane limits apply to
+        grouped jobs; ungrouped ones meet only the queue's.
+
+        Raises TypeError or ValueError naming the argument (counts >= 1).
+        """
+        ks = Keyspace(queue)
+        concurrency = rules.optional_count("concurrency", concurrency)
+        lane_concurrency = rules.optional_count("lane_concurrency", lane_concurrency)
+        rate = rules.check_rate("rate", rate) or ("", "")
+        lane_rate = rules.check_rate("lane_rate", lane_rate) or ("", "")
+        scripts.run(self.conn, "queues/set_limits", [ks.limits],
+                    ["" if concurrency is None else concurrency,
+                     "" if lane_concurrency is None else lane_concurrency, *rate, *lane_rate])
+
+    def limits(self, queue: str) -> dict:
+        """``queue``'s limits: ``{"concurrency": int | None, "lane_concurrency":
+        int | None, "rate": (count, per_ms) | None, "lane_rate": ... | None}``."""
+        raw = scripts.decode_hash(self.conn.hgetall(Keyspace(queue).limits))
+
+        def num(key):
+            return int(raw[key]) if key in raw else None
+
+        def rate(prefix):
+            count, per = num(f"{prefix}_count"), num(f"{prefix}_per_ms")
+            return None if count is None else (count, per)
+
+        return {"concurrency": num("concurrency"), "lane_concurrency": num("lane_concurrency"),
+                "rate": rate("rate"), "lane_rate": rate("lane_rate")}

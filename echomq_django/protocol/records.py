@@ -41,11 +41,14 @@ class Claim:
     lease_deadline_ms: int
     claimed_at_ms: int
     snoozes: int = 0
+    #: The job's group (lane), or None.
+    group: str | None = None
 
 
 _INT_FIELDS = {
-    "attempts", "stalls", "snoozes", "progress", "progress_at_ms", "scheduled_for_ms", "enqueued_at_ms", "run_at_ms", "started_at_ms",
-    "finished_at_ms", "failed_at_ms", "lease_until_ms",
+    "attempts", "stalls", "snoozes", "progress", "progress_at_ms", "scheduled_for_ms",
+    "enqueued_at_ms", "run_at_ms", "started_at_ms", "finished_at_ms", "failed_at_ms",
+    "lease_until_ms", "priority",
 }
 
 
@@ -69,6 +72,10 @@ class JobRow:
     progress_message: str | None = None
     progress_at_ms: int | None = None
     cancel_requested: str | None = None
+    #: The job's group (its lane), None for an ungrouped job.
+    group: str | None = None
+    #: -100..100, higher served first within its lane.
+    priority: int = 0
     repeat: str | None = None
     scheduled_for_ms: int | None = None
     enqueued_at_ms: int | None = None

@@ -4,7 +4,8 @@ Scripts are grouped by area (``lua/jobs/``, ``lua/queues/``, ``lua/repeat/``,
 ``lua/admin/``, ``lua/presence/``) and named by their path without the
 extension: ``"jobs/ack"`` is ``lua/jobs/ack.lua``. Each opens with a header
 naming every KEYS and ARGV entry (``-- KEYS[1] pending ...``) and may pull
-shared helpers from ``lua/includes`` with ``-- @include <name>``. A script is sent once per connection and then
+shared helpers from ``lua/includes`` with ``-- @include <name>``; an include
+names the includes it needs the same way, and each is pasted in once. A script is sent once per connection and then
 called by SHA (redis-py's ``Script`` does EVALSHA and reloads on NOSCRIPT).
 :func:`run` checks the number of keys and arguments against the header, so a
 header that drifts from its caller fails loudly, and turns the server's error
@@ -79,8 +80,20 @@ def source(name: str) -> ScriptSource:
             if index != len(names[kind]) + 1:
                 raise ValueError(f"{name}.lua: header {kind}[{index}] is out of order")
             names[kind].append(label)
-    text = _INCLUDE.sub(lambda m: _read(f"includes/{m.group(1)}.lua"), raw)
-    return ScriptSource(name, text, tuple(names["KEYS"]), tuple(names["ARGV"]))
+    return ScriptSource(name, _expand(raw, set()), tuple(names["KEYS"]), tuple(names["ARGV"]))
+
+
+def _expand(text: str, done: set[str]) -> str:
+    """Paste in every ``-- @include <name>``, the includes' own first (an
+    include names what it needs the same way), each include once."""
+    def paste(match: re.Match) -> str:
+        name = match.group(1)
+        if name in done:
+            return ""
+        done.add(name)
+        return _expand(_read(f"includes/{name}.lua"), done)
+
+    return _INCLUDE.sub(paste, text)
 
 
 def script_names() -> list[str]:

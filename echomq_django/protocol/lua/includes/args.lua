@@ -52,6 +52,31 @@ local function opt_int_arg(value, name, low, high)
   return int_arg(value, name, low, high)
 end
 
+-- group_arg(value): a group (lane) name, '' for none: at most 200 bytes,
+-- no whitespace and no braces (it sits inside key names).
+local function group_arg(value)
+  if value == nil or #value > 200 or string.find(value, '[%s{}]') then
+    return nil, redis.error_reply('EMQARG group must be at most 200 characters without '
+      .. 'whitespace or braces, got ' .. tostring(value))
+  end
+  return value, nil
+end
+
+-- job_fields(group, priority): the row fields that place a job in its lane:
+-- 'group' when it has one, 'priority' when it is not 0.
+local function job_fields(group, priority)
+  local fields = {}
+  if group ~= '' then
+    fields[#fields + 1] = 'group'
+    fields[#fields + 1] = group
+  end
+  if priority ~= 0 then
+    fields[#fields + 1] = 'priority'
+    fields[#fields + 1] = priority
+  end
+  return fields
+end
+
 -- ints(spec): int_arg over several {value, name, low, high}; returns the
 -- numbers in order, or nil and the first error reply.
 local function ints(spec)

@@ -6,6 +6,9 @@
 -- row is still dead (a member whose row expired, or whose id was enqueued
 -- again, is only dropped); taken counts every member taken off.
 -- Needs: args, now, base.
+-- @include args
+-- @include now
+-- @include base
 local function dead_batch(base, dead, batch, cutoff)
   local bad = check_base(base, dead)
   if bad then

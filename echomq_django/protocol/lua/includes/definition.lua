@@ -1,6 +1,7 @@
 -- check_definition(repeat, record, argv): the arguments of register and
 -- upsert (see write_definition, ARGV[10] the first run) are a schedule's:
 -- returns an EMQARG error reply, or nil. Needs: args.
+-- @include args
 local function check_definition(registry, record, argv)
   local _, bad = record_arg(record, argv[1], registry)
   if bad then return bad end

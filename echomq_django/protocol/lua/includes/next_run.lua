@@ -3,6 +3,7 @@
 -- nil), and mark the metronome's beat when the new run is earlier than the
 -- registry's head before the write, which the metronome may be sleeping
 -- towards. Needs: signal.
+-- @include signal
 local function set_next_run(registry, beat, name, score, flag)
   local head = redis.call('ZRANGE', registry, 0, 0, 'WITHSCORES')
   if flag then

@@ -1,7 +1,10 @@
--- rejoin(row, pending, id): the job is ready: state pending, and its id on the
--- pending set. The only place that knows how pending is scored (score 0:
--- ZPOPMIN then serves ids in byte order, which is mint order).
+-- rejoin(row, pending, id): the job is ready: state pending, and its id in its
+-- lane (the group's, or the queue's pending set), scored by priority. The
+-- only place that knows how a lane is scored. `pending` is the queue's
+-- pending key (its root names every lane key). Needs: lanes.
+-- @include lanes
 local function rejoin(row, pending, id)
+  local found = redis.call('HMGET', row, 'group', 'priority')
   redis.call('HSET', row, 'state', 'pending')
-  redis.call('ZADD', pending, 0, id)
+  lane_admit(queue_root(pending), found[1] or UNGROUPED, id, tonumber(found[2]) or 0)
 end

@@ -2,6 +2,7 @@
 -- attempts, stalls and snoozes back to 0, progress cleared, the verdict (reason, finish time) and any
 -- lease remains dropped, the expiry dead letters carry removed. last_error is
 -- kept, so the detail page still shows why it had died. Needs: rejoin.
+-- @include rejoin
 local function revive(row, pending, id)
   redis.call('HDEL', row, 'reason', 'finished_at_ms', 'failed_at_ms', 'cancel_requested',
     'token', 'lease_until_ms', 'consumer', 'progress', 'progress_message', 'progress_at_ms')

@@ -11,8 +11,13 @@
 --           active and lost its token);
 --   cancelled  true when a cancel requested while it ran has ended the job
 --           cancelled, kept keep_ms, whatever the caller's outcome would be.
--- The caller records its own outcome with settled(). Needs: now, fence, lease,
--- cancelled.
+-- The caller records its own outcome with settled(). Needs: now, fence,
+-- lanes, lease, cancelled.
+-- @include now
+-- @include fence
+-- @include lanes
+-- @include lease
+-- @include cancelled
 local function settle(row, active, claims, id, token, keep_ms, op)
   local found = redis.call('HMGET', row, 'state', 'token', 'settled_token', 'settled')
   if found[1] ~= 'active' or found[2] ~= token then
@@ -23,11 +28,11 @@ local function settle(row, active, claims, id, token, keep_ms, op)
     return stale(found[1]), nil, false, nil
   end
   local now = now_ms()
-  if end_if_cancelled(row, active, claims, id, token, now, keep_ms) then
+  end_lease(row, active, claims, id, token)
+  if end_if_cancelled(row, now, keep_ms) then
     redis.call('HSET', row, 'settled_token', token, 'settled', op .. ':cancelled')
     return nil, now, true, nil
   end
-  end_lease(row, active, claims, id, token)
   return nil, now, false, nil
 end
 

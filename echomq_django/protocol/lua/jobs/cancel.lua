@@ -10,6 +10,7 @@
 -- Errors: EMQNOJOB no such row; EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
+-- @include lanes
 local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
 if bad_row then return bad_row end
 local keep_ms, bad_arg = int_arg(ARGV[2], 'keep_ms', 1, MAX_MS)
@@ -25,7 +26,9 @@ end
 if state ~= 'pending' and state ~= 'scheduled' then
   return 0
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
+if state == 'pending' then
+  lane_drop(queue_root(KEYS[2]), lane_of(KEYS[1]), ARGV[1])
+end
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at_ms', now_ms())
 redis.call('PEXPIRE', KEYS[1], keep_ms)

@@ -5,6 +5,8 @@
 -- ARGV[1] job_id   must start with JOB
 -- ARGV[2] payload  JSON text
 -- ARGV[3] wake_cap most wake markers kept, 1..10000
+-- ARGV[4] group    the job's lane ('' for none: the queue's pending set)
+-- ARGV[5] priority -100..100, higher first within its lane (docs/protocol.md, "Lanes")
 -- Returns: 1 enqueued, 0 duplicate (the row exists; nothing changes).
 -- Errors: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument.
 -- @include args
@@ -14,11 +16,14 @@
 -- @include admission
 local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
 if bad_row then return bad_row end
-local wake_cap, bad_arg = int_arg(ARGV[3], 'wake_cap', 1, 10000)
+local n, bad_arg = ints({{ARGV[3], 'wake_cap', 1, 10000}, {ARGV[5], 'priority', -100, 100}})
 if bad_arg then return bad_arg end
+local _, bad_group = group_arg(ARGV[4])
+if bad_group then return bad_group end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
-redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now_ms())
+redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now_ms(),
+  unpack(job_fields(ARGV[4], n[2])))
 rejoin(KEYS[1], KEYS[2], ARGV[1])
-signal(KEYS[3], 1, wake_cap)
+signal(KEYS[3], 1, n[1])
 return 1

@@ -7,6 +7,8 @@
 -- ARGV[3] mode     'at' (ARGV[4] is an absolute run-at ms) or 'in' (a delay ms
 --                  added to the SERVER clock)
 -- ARGV[4] value    ms, 0..2^53
+-- ARGV[5] group    the job's lane ('' for none)
+-- ARGV[6] priority -100..100, higher first within its lane once due
 -- Returns: 1 scheduled, 0 duplicate (the row exists; nothing changes).
 -- Errors: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument.
 -- @include args
@@ -19,8 +21,11 @@ if bad_row then return bad_row end
 if ARGV[3] ~= 'at' and ARGV[3] ~= 'in' then
   return redis.error_reply('EMQARG mode must be at or in, got ' .. tostring(ARGV[3]))
 end
-local value, bad_arg = int_arg(ARGV[4], 'value', 0, MAX_MS)
+local n, bad_arg = ints({{ARGV[4], 'value', 0, MAX_MS}, {ARGV[6], 'priority', -100, 100}})
 if bad_arg then return bad_arg end
+local value = n[1]
+local _, bad_group = group_arg(ARGV[5])
+if bad_group then return bad_group end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
 local now = now_ms()
@@ -28,7 +33,8 @@ local score = value
 if ARGV[3] == 'in' then
   score = math.min(now + value, MAX_MS)
 end
-redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now)
+redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now,
+  unpack(job_fields(ARGV[5], n[2])))
 -- park marks the metronome's beat only when this run-at is earlier than the
 -- head it sleeps towards; a later one is found by the sleep it already has.
 park(KEYS[1], KEYS[2], KEYS[3], ARGV[1], score)

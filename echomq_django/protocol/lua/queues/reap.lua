@@ -48,7 +48,7 @@ for _, id in ipairs(expired) do
     end_lease(row, KEYS[1], KEYS[5], id, found[2] or '')
     local stalls = redis.call('HINCRBY', row, 'stalls', 1)
     count_all = count_all + 1
-    if end_if_cancelled(row, KEYS[1], KEYS[5], id, found[2] or '', now, n[6]) then
+    if end_if_cancelled(row, now, n[6]) then
       -- Cancelled: never run again, counted neither as done nor as failed.
     elseif stalls > max_stalls then
       redis.call('HSET', row, 'state', 'dead', 'reason', 'stalled', 'finished_at_ms', now,

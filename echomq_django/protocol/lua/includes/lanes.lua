@@ -1,0 +1,96 @@
+-- Lanes: a fair lane per group, served round-robin (docs/protocol.md, "Lanes").
+-- Every key here is derived from the queue's root (`base`, checked by the
+-- caller or taken from a declared key), so it stays in the queue's slot:
+--   base .. 'pending'              the lane of ungrouped jobs ('' below)
+--   base .. 'g:<group>:pending'    a group's lane (seed 001's key)
+--   base .. 'lanes'       ZSET lane -> jobs waiting in it; every lane with work
+--   base .. 'ring'        ZSET lane -> turn: the ready lanes, lowest turn first
+--   base .. 'turn'        STRING the turn counter
+--   base .. 'capped'      SET lanes at their concurrency cap, with work waiting
+--   base .. 'waiting'     ZSET lane -> ms its next token is due (rate-limited)
+--   base .. 'lane_active' HASH lane -> running jobs (groups only)
+--   base .. 'limits'      HASH the queue's limits (Jobs.set_limits)
+--   base .. 'buckets'     HASH token buckets: 'queue' and 'g:<group>'
+--   base .. 'wake'        LIST wake markers
+-- The invariant every script keeps: a lane with work is in exactly one of
+-- ring, capped and waiting; a lane without work is in none.
+-- Needs: signal.
+-- @include signal
+
+local UNGROUPED = ''
+local LANE_WAKE_CAP = 100
+
+-- queue_root(key): the root of a declared key of the queue (emq:{q}:).
+local function queue_root(key)
+  local close = string.find(key, '}:', 1, true)
+  return string.sub(key, 1, close + 1)
+end
+
+local function lane_pending(base, lane)
+  if lane == UNGROUPED then
+    return base .. 'pending'
+  end
+  return base .. 'g:' .. lane .. ':pending'
+end
+
+-- lane_of(row): the job's lane ('' when it has no group).
+local function lane_of(row)
+  return redis.call('HGET', row, 'group') or UNGROUPED
+end
+
+-- lane_admit(base, lane, id, priority): id joins its lane (score -priority:
+-- ZPOPMIN serves the highest priority first, then mint order); a lane that
+-- had no work joins the ring at the back.
+local function lane_admit(base, lane, id, priority)
+  if redis.call('ZADD', lane_pending(base, lane), -priority, id) == 1 then
+    if tonumber(redis.call('ZINCRBY', base .. 'lanes', 1, lane)) == 1 then
+      redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
+    end
+  end
+end
+
+-- lane_left(base, lane): one job fewer waits in lane; a lane left without
+-- work leaves the ring, the capped set and the waiting set. Returns whether
+-- it still has work.
+local function lane_left(base, lane)
+  if tonumber(redis.call('ZINCRBY', base .. 'lanes', -1, lane)) > 0 then
+    return true
+  end
+  redis.call('ZREM', base .. 'lanes', lane)
+  redis.call('ZREM', base .. 'ring', lane)
+  redis.call('SREM', base .. 'capped', lane)
+  redis.call('ZREM', base .. 'waiting', lane)
+  return false
+end
+
+-- lane_drop(base, lane, id): id leaves its lane without being claimed
+-- (cancel, delete). Returns whether it was there.
+local function lane_drop(base, lane, id)
+  if redis.call('ZREM', lane_pending(base, lane), id) == 0 then
+    return false
+  end
+  lane_left(base, lane)
+  return true
+end
+
+-- lane_freed(base, lane): a job of lane ended its lease. One fewer runs; a
+-- capped lane below its cap rejoins the ring; a consumer is woken when the
+-- lane or the queue has a cap (a claim may succeed now).
+local function lane_freed(base, lane)
+  local limits = redis.call('HMGET', base .. 'limits', 'concurrency', 'lane_concurrency')
+  local woke = false
+  if lane ~= UNGROUPED then
+    local left = redis.call('HINCRBY', base .. 'lane_active', lane, -1)
+    if left <= 0 then
+      redis.call('HDEL', base .. 'lane_active', lane)
+    end
+    local cap = tonumber(limits[2])
+    if (not cap or left < cap) and redis.call('SREM', base .. 'capped', lane) == 1 then
+      redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
+      woke = true
+    end
+  end
+  if woke or limits[1] then
+    signal(base .. 'wake', 1, LANE_WAKE_CAP)
+  end
+end

@@ -1,0 +1,52 @@
+-- set_limits: write a queue's limits (docs/protocol.md, "Limits"); every claim
+-- reads them, so every process of every host sees the same ones.
+-- KEYS[1] limits   emq:{q}:limits, HASH (its root names the lane keys)
+-- ARGV[1] concurrency       most jobs of the queue running at once ('' = no limit)
+-- ARGV[2] lane_concurrency  most jobs of one group (lane) running at once ('' = none)
+-- ARGV[3] rate_count        the queue's token bucket: rate_count per rate_per_ms
+-- ARGV[4] rate_per_ms       ('' and '' = no rate)
+-- ARGV[5] lane_rate_count   each lane's token bucket
+-- ARGV[6] lane_rate_per_ms  ('' and '' = no rate)
+-- Returns: 1. Lanes held back by the old limits (at a cap, waiting for a
+--   token) rejoin the ring, at most 1000 of each per call, and consumers are
+--   woken: the new limits decide at the next claim.
+-- Errors: EMQARG a malformed argument (nothing changes).
+-- @include args
+-- @include signal
+-- @include lanes
+local n = {}
+local names = {'concurrency', 'lane_concurrency', 'rate_count', 'rate_per_ms',
+  'lane_rate_count', 'lane_rate_per_ms'}
+for i = 1, 6 do
+  local value, bad = opt_int_arg(ARGV[i], names[i], 1, MAX_MS)
+  if bad then return bad end
+  n[i] = value
+end
+if (n[3] == nil) ~= (n[4] == nil) or (n[5] == nil) ~= (n[6] == nil) then
+  return redis.error_reply('EMQARG a rate needs both its count and its per_ms')
+end
+local base = queue_root(KEYS[1])
+redis.call('DEL', KEYS[1])
+local fields = {}
+for i = 1, 6 do
+  if n[i] then
+    fields[#fields + 1] = names[i]
+    fields[#fields + 1] = n[i]
+  end
+end
+if #fields > 0 then
+  redis.call('HSET', KEYS[1], unpack(fields))
+end
+local moved = 0
+for _, lane in ipairs(redis.call('SRANDMEMBER', base .. 'capped', 1000)) do
+  redis.call('SREM', base .. 'capped', lane)
+  redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
+  moved = moved + 1
+end
+for _, lane in ipairs(redis.call('ZRANGE', base .. 'waiting', 0, 999)) do
+  redis.call('ZREM', base .. 'waiting', lane)
+  redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
+  moved = moved + 1
+end
+signal(base .. 'wake', math.max(1, moved), LANE_WAKE_CAP)
+return 1

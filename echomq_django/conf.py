@@ -37,6 +37,10 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
 ``SCHEDULES`` [{}]
     Recurring jobs, name -> dict; only the outer dict is validated here.
 ``PRUNE_SCHEDULES`` [False]
+``QUEUE_LIMITS`` [{}]
+    queue -> ``{"concurrency": n, "lane_concurrency": n, "rate": (count,
+    per_ms), "lane_rate": (count, per_ms)}`` (any subset), written to the
+    server at runechomq's boot (``Queues.set_limits``).
 
 Errors: :func:`get_config` raises
 :class:`~echomq_django.exceptions.ConfigurationError`; :func:`validate`
@@ -66,6 +70,9 @@ stable ids:
   signature, so every occurrence would fail (reported by
   :func:`echomq_django.checks.check_schedules`; a recurring ``@job`` whose
   function needs arguments raises TypeError at decoration).
+- ``echomq.E015`` QUEUE_LIMITS is not a dict of queue name -> limits
+  (``concurrency``, ``lane_concurrency``: ints >= 1; ``rate``, ``lane_rate``:
+  ``(count, per_ms)``; see docs/protocol.md, "Limits").
 
 Signals emitted: none.
 """
@@ -82,7 +89,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .exceptions import ConfigurationError
-from .rules import MAX_MS, check_backoff, check_int, check_queue_name
+from .rules import MAX_MS, check_backoff, check_int, check_limits, check_queue_name
 
 __all__ = ["Config", "get_config", "validate"]
 
@@ -112,6 +119,7 @@ KNOWN_KEYS = frozenset(
         "EMBEDDED_DIR",
         "SCHEDULES",
         "PRUNE_SCHEDULES",
+        "QUEUE_LIMITS",
         *_INT_RULES,
     }
 )
@@ -144,6 +152,8 @@ class Config:
     embedded_dir: str = ""
     schedules: dict = dataclasses.field(default_factory=dict)
     prune_schedules: bool = False
+    #: queue -> its limits, as rules.check_limits returns them.
+    queue_limits: dict = dataclasses.field(default_factory=dict)
 
 
 def _check_url(url: Any) -> str | None:
@@ -194,106 +204,79 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
     key ("" for the setting as a whole). Reads ``settings.CACHES`` for CACHE.
     """
     if not isinstance(raw, dict):
-        return [
-            ("echomq.E001", "", f"ECHOMQ must be a dict, got {type(raw).__name__}")
-        ]
+        return [("echomq.E001", "", f"ECHOMQ must be a dict, got {type(raw).__name__}")]
     problems: list[tuple[str, str, str]] = []
     known = ", ".join(sorted(KNOWN_KEYS))
     for key in raw:
         if key not in KNOWN_KEYS:
             close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            problems.append(
-                (
-                    "echomq.E002",
-                    str(key),
-                    f"ECHOMQ has unknown key {key!r}{hint}; known keys: {known}",
-                )
-            )
-
+            problems.append(("echomq.E002", str(key),
+                             f"ECHOMQ has unknown key {key!r}{hint}; known keys: {known}"))
     url, cache = raw.get("URL"), raw.get("CACHE")
     if url is not None and cache is not None:
-        problems.append(
-            ("echomq.E003", "URL", "URL and CACHE are both set; set exactly one")
-        )
-    if url is not None:
-        why = _check_url(url)
+        problems.append(("echomq.E003", "URL", "URL and CACHE are both set; set exactly one"))
+    for key, value, check, check_id in (("URL", url, _check_url, "echomq.E004"),
+                                        ("CACHE", cache, _check_cache, "echomq.E005")):
+        why = check(value) if value is not None else None
         if why:
-            problems.append(("echomq.E004", "URL", why))
-    if cache is not None:
-        why = _check_cache(cache)
-        if why:
-            problems.append(("echomq.E005", "CACHE", why))
-
+            problems.append((check_id, key, why))
     for key, (_default, low, high) in _INT_RULES.items():
-        if key not in raw:
-            continue
-        try:
-            check_int(key, raw[key], low, high)
-        except (TypeError, ValueError) as err:
-            problems.append(("echomq.E006", key, str(err)))
-
-    if "QUEUES" in raw:
-        queues = raw["QUEUES"]
-        if not isinstance(queues, (list, tuple)) or not queues:
-            problems.append(
-                (
-                    "echomq.E007",
-                    "QUEUES",
-                    f"QUEUES must be a non-empty list of queue names, got {queues!r}",
-                )
-            )
-        else:
-            for name in _unique(queues):
-                try:
-                    check_queue_name(name)
-                except ValueError as exc:
-                    problems.append(("echomq.E007", "QUEUES", f"QUEUES: {exc}"))
-            dupes = sorted({q for q in queues if isinstance(q, str) and queues.count(q) > 1})
-            if dupes:
-                problems.append(
-                    ("echomq.E007", "QUEUES", f"QUEUES lists {dupes} more than once")
-                )
-
-    if "CONNECTION_KWARGS" in raw and not isinstance(raw["CONNECTION_KWARGS"], dict):
-        problems.append(
-            (
-                "echomq.E008",
-                "CONNECTION_KWARGS",
-                "CONNECTION_KWARGS must be a dict, got "
-                f"{type(raw['CONNECTION_KWARGS']).__name__}",
-            )
-        )
-    if "SCHEDULES" in raw and not isinstance(raw["SCHEDULES"], dict):
-        problems.append(
-            (
-                "echomq.E009",
-                "SCHEDULES",
-                f"SCHEDULES must be a dict, got {type(raw['SCHEDULES']).__name__}",
-            )
-        )
-    if "EMBEDDED_DIR" in raw and not isinstance(raw["EMBEDDED_DIR"], (str, os.PathLike)):
-        problems.append(
-            (
-                "echomq.E010",
-                "EMBEDDED_DIR",
-                "EMBEDDED_DIR must be a path (str or os.PathLike), got "
-                f"{type(raw['EMBEDDED_DIR']).__name__}",
-            )
-        )
+        if key in raw:
+            try:
+                check_int(key, raw[key], low, high)
+            except (TypeError, ValueError) as err:
+                problems.append(("echomq.E006", key, str(err)))
+    problems.extend(_check_queues(raw))
+    for key, types, rule, check_id in (
+            ("CONNECTION_KWARGS", dict, "a dict", "echomq.E008"),
+            ("SCHEDULES", dict, "a dict", "echomq.E009"),
+            ("EMBEDDED_DIR", (str, os.PathLike), "a path (str or os.PathLike)", "echomq.E010"),
+            ("PRUNE_SCHEDULES", bool, "a bool", "echomq.E010")):
+        if key in raw and not isinstance(raw[key], types):
+            problems.append((check_id, key,
+                             f"{key} must be {rule}, got {type(raw[key]).__name__}"))
     if "BACKOFF" in raw:
         try:
             check_backoff(_tupleize(raw["BACKOFF"]))
         except ValueError as err:
             problems.append(("echomq.E012", "BACKOFF", f"BACKOFF: {err}"))
-    if "PRUNE_SCHEDULES" in raw and not isinstance(raw["PRUNE_SCHEDULES"], bool):
-        problems.append(
-            (
-                "echomq.E010",
-                "PRUNE_SCHEDULES",
-                f"PRUNE_SCHEDULES must be a bool, got {raw['PRUNE_SCHEDULES']!r}",
-            )
-        )
+    problems.extend(_check_queue_limits(raw.get("QUEUE_LIMITS", {})))
+    return problems
+
+
+def _check_queues(raw: dict) -> list[tuple[str, str, str]]:
+    """E007 problems of QUEUES: a non-empty list of distinct valid names."""
+    if "QUEUES" not in raw:
+        return []
+    queues = raw["QUEUES"]
+    if not isinstance(queues, (list, tuple)) or not queues:
+        return [("echomq.E007", "QUEUES",
+                 f"QUEUES must be a non-empty list of queue names, got {queues!r}")]
+    problems = []
+    for name in _unique(queues):
+        try:
+            check_queue_name(name)
+        except ValueError as exc:
+            problems.append(("echomq.E007", "QUEUES", f"QUEUES: {exc}"))
+    dupes = sorted({q for q in queues if isinstance(q, str) and queues.count(q) > 1})
+    if dupes:
+        problems.append(("echomq.E007", "QUEUES", f"QUEUES lists {dupes} more than once"))
+    return problems
+
+
+def _check_queue_limits(limits: Any) -> list[tuple[str, str, str]]:
+    """E015 problems of QUEUE_LIMITS: queue name -> rules.check_limits' dict."""
+    if not isinstance(limits, dict):
+        return [("echomq.E015", "QUEUE_LIMITS",
+                 f"QUEUE_LIMITS must be a dict of queue -> limits, got {type(limits).__name__}")]
+    problems = []
+    for queue, spec in limits.items():
+        try:
+            check_queue_name(queue)
+            check_limits(f"QUEUE_LIMITS[{queue!r}]", spec)
+        except (TypeError, ValueError) as err:
+            problems.append(("echomq.E015", "QUEUE_LIMITS", f"QUEUE_LIMITS: {err}"))
     return problems
 
 
@@ -342,6 +325,8 @@ def _build(raw: dict) -> Config:
         embedded_dir=embedded_dir,
         schedules=dict(raw.get("SCHEDULES", {})),
         prune_schedules=raw.get("PRUNE_SCHEDULES", False),
+        queue_limits={q: check_limits(f"QUEUE_LIMITS[{q!r}]", spec)
+                      for q, spec in raw.get("QUEUE_LIMITS", {}).items()},
         **ints,
     )
 

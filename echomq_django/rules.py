@@ -27,6 +27,7 @@ __all__ = [
     "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
     "to_run_at_ms", "check_payload_text", "check_json_nesting", "check_backoff", "json_text",
     "PRIORITY_MIN", "PRIORITY_MAX", "check_priority", "check_group", "check_rate",
+    "LIMIT_NAMES", "check_limits",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -406,3 +407,29 @@ def check_rate(name: str, rate: object) -> tuple[int, int] | None:
     if not isinstance(rate, (tuple, list)) or len(rate) != 2:
         raise TypeError(f"{name} must be (count, per_ms), got {rate!r}")
     return (check_int(f"{name} count", rate[0], 1), check_int(f"{name} per_ms", rate[1], 1))
+
+
+#: The limit names ``Queues.set_limits`` takes and ``ECHOMQ["QUEUE_LIMITS"]`` uses.
+LIMIT_NAMES = ("concurrency", "lane_concurrency", "rate", "lane_rate")
+
+
+def check_limits(name: str, limits: object) -> dict:
+    """Return a queue's limits as ``{"concurrency": int | None, "lane_concurrency":
+    int | None, "rate": (count, per_ms) | None, "lane_rate": ... | None}``
+    from a dict of some of those keys (counts >= 1).
+
+    Raises:
+        TypeError: not a dict, or a value of the wrong type (naming it).
+        ValueError: an unknown key, or a value out of its range.
+    """
+    if not isinstance(limits, dict):
+        raise TypeError(f"{name} must be a dict of {', '.join(LIMIT_NAMES)}, "
+                        f"got {type(limits).__name__}")
+    unknown = sorted(set(limits) - set(LIMIT_NAMES), key=str)
+    if unknown:
+        raise ValueError(f"{name} has unknown keys {unknown}; known: {list(LIMIT_NAMES)}")
+    return {"concurrency": optional_count(f"{name}['concurrency']", limits.get("concurrency")),
+            "lane_concurrency": optional_count(f"{name}['lane_concurrency']",
+                                               limits.get("lane_concurrency")),
+            "rate": check_rate(f"{name}['rate']", limits.get("rate")),
+            "lane_rate": check_rate(f"{name}['lane_rate']", limits.get("lane_rate"))}

@@ -22,17 +22,18 @@ from echomq_django import Jobs
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def runechomq(queue, *args, url=None, env=None, **popen):
+def runechomq(queue, *args, url=None, env=None, wrap=(), **popen):
     """Start runechomq serving ``queue``; stdout and stderr are one text pipe.
     ``url``: another server than the session's (a throwaway one), for the
     process and the test jobs it runs. ``env`` adds to (or overrides) the
-    environment, e.g. ``ECHOMQ_TEST_SCHEDULES`` (see tests/settings.py)."""
+    environment, e.g. ``ECHOMQ_TEST_SCHEDULES`` (see tests/settings.py).
+    ``wrap`` prefixes the command (e.g. ``["faketime", "-f", "+300s"]``)."""
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT),
                **(env or {}))
     if url is not None:
         env["ECHOMQ_TEST_SERVER_URL"] = url
     return subprocess.Popen(
-        [sys.executable, "-m", "django", "runechomq", queue, *args],
+        [*wrap, sys.executable, "-m", "django", "runechomq", queue, *args],
         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
 

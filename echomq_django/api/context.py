@@ -21,7 +21,8 @@ CHECKPOINT_PERSIST_S = 5.0
 class JobContext:
     """The running job.
 
-    Attributes: ``queue``, ``job_id``, ``attempt`` (1 on the first run),
+    Attributes: ``queue``, ``job_id``, ``group`` (its lane, or None),
+    ``attempt`` (1 on the first run),
     ``snoozes`` (times the job was snoozed so far), ``token`` (the lease's
     fencing token), ``lease_deadline_ms`` (server ms), ``scheduled_for_ms`` and
     ``missed`` (for a recurring occurrence: the slot it stands for and how many
@@ -40,6 +41,7 @@ class JobContext:
         self._cancelled = False
         self.queue = claim.queue
         self.job_id = claim.job_id
+        self.group = claim.group
         self.attempt = claim.attempts
         self.token = claim.token
         self.lease_deadline_ms = claim.lease_deadline_ms

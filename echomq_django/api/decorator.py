@@ -15,7 +15,10 @@ Usage::
 Options (None means the ``ECHOMQ`` setting of the same name): ``queue``
 ["default"], ``max_attempts`` [MAX_ATTEMPTS], ``backoff`` [BACKOFF],
 ``lease_ms`` [LEASE_MS], ``context`` [False: pass ``context=JobContext``],
-``timeout_ms`` [None: no time limit; see docs/protocol.md, "Time limit"].
+``timeout_ms`` [None: no time limit; see docs/protocol.md, "Time limit"],
+``group`` [None: the queue's ungrouped lane] and ``priority`` [0, -100..100,
+higher first within its lane] (docs/protocol.md, "Lanes"; per call:
+``send.using(group="chat-7", priority=10).enqueue(...)``).
 Recurring schedules: ``every`` (timedelta or ms) or ``cron`` (with ``tz``, an
 IANA zone name [None: settings.TIME_ZONE at sync]), ``missed`` ["coalesce"];
 see docs/repeat.md.
@@ -48,14 +51,15 @@ __all__ = ["job"]
 def job(fn: Callable | None = None, *, queue: str = "default", max_attempts: int | None = None,
         backoff: tuple | None = None, lease_ms: int | None = None, context: bool = False,
         every: dt.timedelta | int | None = None, cron: str | None = None, tz: str | None = None,
-        missed: str = "coalesce", timeout_ms: int | None = None):
+        missed: str = "coalesce", timeout_ms: int | None = None, group: str | None = None,
+        priority: int = 0):
     """Register a module-level function as a job (see the module doc). Usable bare
     (``@job``) or with options (``@job(queue="mail")``)."""
 
     def wrap(func: Callable) -> JobFunction:
         jf = JobFunction(func, queue=queue, max_attempts=max_attempts, backoff=backoff,
                          lease_ms=lease_ms, context=context, every=every, cron=cron, tz=tz,
-                         missed=missed, timeout_ms=timeout_ms)
+                         missed=missed, timeout_ms=timeout_ms, group=group, priority=priority)
         registry.register(jf)
         return jf
 

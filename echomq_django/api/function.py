@@ -31,7 +31,8 @@ class JobFunction:
     def __init__(self, fn: Callable, *, queue: str, max_attempts: int | None,
                  backoff: tuple | None, lease_ms: int | None, context: bool,
                  every: Any, cron: str | None, tz: str | None, missed: str,
-                 timeout_ms: int | None = None) -> None:
+                 timeout_ms: int | None = None, group: str | None = None,
+                 priority: int = 0) -> None:
         if ("<locals>" in fn.__qualname__ or "<lambda>" in fn.__qualname__
                 or fn.__module__ == "__main__"):
             raise TypeError(
@@ -40,6 +41,8 @@ class JobFunction:
         self.fn = fn
         self.path = f"{fn.__module__}.{fn.__qualname__}"
         self.queue = rules.check_queue_name(queue)
+        self.group = rules.check_group(group)
+        self.priority = rules.check_priority(priority)
         self.max_attempts = rules.optional_count("max_attempts", max_attempts)
         self.backoff = None if backoff is None else backoff_mod.validate(backoff)
         self.lease_ms = rules.optional_count("lease_ms", lease_ms)
@@ -104,15 +107,26 @@ class JobFunction:
                 "cron": self.cron, "tz": self.tz, "missed": self.missed,
                 "template": {"job": self.path, "args": [], "kwargs": {}}}
 
-    def using(self, *, queue: str) -> "JobFunction":
-        """A view of this job that enqueues onto ``queue`` instead (same path,
-        same options); the worker serving ``queue`` runs it.
+    _UNSET: Any = object()
+
+    def using(self, *, queue: str | None = None, group: Any = _UNSET,
+              priority: int | None = None) -> "JobFunction":
+        """A view of this job that enqueues with other options (same path, the
+        rest the same): ``queue`` (the worker serving it runs it), ``group``
+        (the job's lane, e.g. a chat id: lanes are served round-robin; None
+        for the queue's ungrouped lane) and ``priority`` (-100..100, higher
+        first within its lane). docs/protocol.md, "Lanes".
 
         Raises:
-            ValueError: ``queue`` is not a valid queue name.
+            ValueError, TypeError: a bad queue name, group or priority, naming it.
         """
         clone = copy.copy(self)
-        clone.queue = rules.check_queue_name(queue)
+        if queue is not None:
+            clone.queue = rules.check_queue_name(queue)
+        if group is not JobFunction._UNSET:
+            clone.group = rules.check_group(group)
+        if priority is not None:
+            clone.priority = rules.check_priority(priority)
         return clone
 
     # -- enqueueing ---------------------------------------------------------------
@@ -164,7 +178,8 @@ class JobFunction:
         """
         text = self._payload(args, kwargs)
         job_id = BrandedId.generate("JOB")
-        return JobHandle(self.queue, job_id, self._jobs().enqueue(self.queue, job_id, text))
+        return JobHandle(self.queue, job_id, self._jobs().enqueue(
+            self.queue, job_id, text, group=self.group, priority=self.priority))
 
     def enqueue_in(self, delay: dt.timedelta | int, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run ``delay`` from now on the SERVER clock (timedelta or ms >= 0).
@@ -176,8 +191,8 @@ class JobFunction:
         delay_ms = rules.to_ms("delay", delay, low=0)
         text = self._payload(args, kwargs)
         job_id = BrandedId.generate("JOB")
-        return JobHandle(self.queue, job_id,
-                         self._jobs().enqueue_in(self.queue, job_id, text, delay_ms))
+        return JobHandle(self.queue, job_id, self._jobs().enqueue_in(
+            self.queue, job_id, text, delay_ms, group=self.group, priority=self.priority))
 
     def enqueue_at(self, when: dt.datetime | int, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run at ``when``: an aware datetime, or an int of Unix
@@ -192,5 +207,5 @@ class JobFunction:
         run_at_ms = rules.to_run_at_ms("when", when)
         text = self._payload(args, kwargs)
         job_id = BrandedId.generate("JOB")
-        return JobHandle(self.queue, job_id,
-                         self._jobs().enqueue_at(self.queue, job_id, text, run_at_ms))
+        return JobHandle(self.queue, job_id, self._jobs().enqueue_at(
+            self.queue, job_id, text, run_at_ms, group=self.group, priority=self.priority))

@@ -41,7 +41,7 @@ from django.dispatch import receiver
 
 from ..conf import Config, get_config
 
-__all__ = ["get_connection", "reset_connection", "describe"]
+__all__ = ["get_connection", "reset_connection", "describe", "block_timeout_s"]
 
 _lock = threading.Lock()
 # (pid, config, client): valid while the pid matches and get_config() returns
@@ -100,6 +100,22 @@ def describe(client: Any) -> str:
         client.connection_pool.connection_class).__name__.upper() else "redis"
     user = f"{kwargs['username']}@" if kwargs.get("username") else ""
     return f"{scheme}://{user}{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
+
+
+def block_timeout_s(client: Any, wanted_s: float) -> float:
+    """How long a blocking command (BLPOP) may wait on ``client``: ``wanted_s``,
+    but under the client's socket timeout (redis-py's default is 5 s), since
+    a read that times out in the client drops the connection."""
+    try:
+        kwargs = client.connection_pool.connection_kwargs
+    except AttributeError:
+        return wanted_s
+    # redis-py keeps the effective value under one of these names (its
+    # from_url default of 5 s only under the second).
+    socket_timeout = kwargs.get("socket_timeout", kwargs.get("orig_socket_timeout"))
+    if socket_timeout:
+        return max(0.05, min(wanted_s, socket_timeout * 0.8))
+    return wanted_s
 
 
 def reset_connection(close: bool = False) -> None:

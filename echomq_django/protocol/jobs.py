@@ -177,10 +177,10 @@ class Jobs:
         i-th job is fenced by ``f"{token}.{i}"``. Repeating a claim with the
         same token, e.g. after a lost reply, answers the same leases.
 
-        Returns ``(claims, next_ms)``: the :class:`Claim` s (attempts + 1 each;
+        Returns ``(claims, wait_ms)``: the :class:`Claim` s (attempts + 1 each;
         none when nothing is ready, the queue is paused or at a limit) and,
-        when claiming stopped for want of a token, the server ms the next one
-        comes due (else None).
+        when claiming stopped for want of a rate-limit token, how long until
+        the next one comes due (ms on the server clock; else None).
         """
         ks = Keyspace(queue)
         check_str("consumer", consumer)
@@ -195,7 +195,7 @@ class Jobs:
                         int(snoozes), group or None)
                   for job_id, job_token, payload, attempts, deadline, snoozes, group
                   in reply[2:]]
-        return claims, (None if next_ms == -1 else next_ms)
+        return claims, (None if next_ms == -1 else max(0, next_ms - now))
 
     def ack(self, queue: str, job_id: str, token: str, result: Any = None,
             keep_ms: int = DEFAULT_KEEP_MS) -> str:

@@ -12,9 +12,6 @@ from .. import rules
 from . import scripts
 from .keyspace import WAKE_CAP, Keyspace
 
-#: The limit names, as ``set_limits`` takes them and ``limits`` returns them.
-LIMIT_NAMES = ("concurrency", "lane_concurrency", "rate", "lane_rate")
-
 __all__ = ["Queues"]
 
 
@@ -58,13 +55,15 @@ class Queues:
         Raises TypeError or ValueError naming the argument (counts >= 1).
         """
         ks = Keyspace(queue)
-        concurrency = rules.optional_count("concurrency", concurrency)
-        lane_concurrency = rules.optional_count("lane_concurrency", lane_concurrency)
-        rate = rules.check_rate("rate", rate) or ("", "")
-        lane_rate = rules.check_rate("lane_rate", lane_rate) or ("", "")
+        given = {"concurrency": concurrency, "lane_concurrency": lane_concurrency,
+                 "rate": rate, "lane_rate": lane_rate}
+        limits = {k: v for k, v in given.items() if v is not None}
+        checked = rules.check_limits("limits", limits)
+        rate, lane_rate = checked["rate"] or ("", ""), checked["lane_rate"] or ("", "")
         scripts.run(self.conn, "queues/set_limits", [ks.limits],
-                    ["" if concurrency is None else concurrency,
-                     "" if lane_concurrency is None else lane_concurrency, *rate, *lane_rate])
+                    ["" if checked["concurrency"] is None else checked["concurrency"],
+                     "" if checked["lane_concurrency"] is None else checked["lane_concurrency"],
+                     *rate, *lane_rate])
 
     def limits(self, queue: str) -> dict:
         """``queue``'s limits: ``{"concurrency": int | None, "lane_concurrency":

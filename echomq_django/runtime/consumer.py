@@ -1,23 +1,28 @@
-"""The consumer: N threads that claim, run and record, and the shutdown hand-back.
+"""The consumer: one fetcher that claims for N handler threads, and the shutdown hand-back.
 
-Each thread claims from its queues in the order given (the first queue is
-served first), runs the job with a :class:`~.outcome.Runner`, and claims
-again. Idle threads block on the queues' wake lists (BLPOP), never
-busy-poll. A :class:`~.lease_keeper.LeaseKeeper` renews the leases of the
-running jobs. On shutdown the threads stop claiming, running handlers get a
-grace period, and every unfinished lease is handed back to pending
-(docs/protocol.md, "Consumer", "Shutdown").
+The fetcher claims as many jobs as there are free handlers in one script per
+queue (queues served in the order given), hands them to the handler threads,
+and when nothing is ready blocks on the queues' wake lists (BLPOP), or until
+the instant the claim said the next rate-limit token comes due; it never
+busy-polls. Each handler thread runs its job with a :class:`~.outcome.Runner`.
+A :class:`~.lease_keeper.LeaseKeeper` renews the leases of the running jobs.
+On shutdown the fetcher stops, jobs claimed but not started are handed back
+at once, running handlers get a grace period, and every unfinished lease is
+handed back to pending (docs/protocol.md, "Consumer", "Shutdown").
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue as queue_mod
 import secrets
 import socket
 import threading
 import time
 
+from ..connection import block_timeout_s
+from ..connection.resilience import Backoff, Outage, passing, persist
 from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
@@ -26,17 +31,17 @@ from ..protocol.records import Claim
 from ..protocol.tokens import new_token
 from ..rules import check_int
 from .lease_keeper import LeaseKeeper
-from .slots import Slot, Slots, process_name
 from .outcome import Retention, Runner
-from ..connection.resilience import Backoff, Outage, passing, persist
+from .slots import Slot, Slots, process_name
 
 __all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S"]
 
 log = logging.getLogger("echomq.consumer")
 
-#: How long an idle thread blocks on the wake lists before it claims again
-#: (a safety net for a lost marker; shutdown wakes it at once).
-IDLE_BLOCK_S = 1.0
+#: How long an idle fetcher blocks on the wake lists before it claims again
+#: (a safety net for a lost marker; new work and shutdown wake it at once);
+#: kept under the client's socket timeout (connection.block_timeout_s).
+IDLE_BLOCK_S = 30.0
 #: Exit code of a consumer process that replaced itself after a time limit.
 EXIT_TIMEOUT = 75
 #: How long a shutdown keeps trying to hand an unfinished job back (s).
@@ -44,20 +49,20 @@ RELEASE_PERSIST_S = 5.0
 
 
 class Consumer:
-    """Run jobs from ``queues`` in ``concurrency`` threads of this process.
+    """Run jobs from ``queues`` in ``concurrency`` handler threads of this process.
 
     Args:
         conn: a redis-py client.
         queues: queue names, served in order.
-        concurrency: threads (>= 1).
+        concurrency: handler threads (1..10000).
         lease_ms: the lease taken at claim; a job's own ``lease_ms`` extends it.
         retention: see :class:`Retention`.
-        burst: each thread exits once no queue has a ready job.
+        burst: stop once nothing is ready and nothing runs.
         max_jobs: run exactly this many jobs in this process, then stop (None: no limit).
         stop: set it to stop claiming; running handlers finish.
         outage: the process's view of the server (one log line per outage).
 
-    Raises ValueError for a concurrency below 1.
+    Raises TypeError or ValueError for a bad concurrency.
     """
 
     def __init__(self, conn, queues, *, concurrency: int, lease_ms: int, retention: Retention,
@@ -68,7 +73,7 @@ class Consumer:
         self.conn = conn
         self.queues = list(queues)
         self.name = process_name()
-        # Idle threads block on the wake lists and on this process's stop
+        # The idle fetcher blocks on the wake lists and on this process's stop
         # list, which shutdown pushes to, so stopping never waits out a timeout.
         self.stop_key = Keyspace(self.queues[0]).stop(f"{self.name}:{secrets.token_hex(4)}")
         self.wait_keys = [*(Keyspace(q).wake for q in self.queues), self.stop_key]
@@ -88,10 +93,13 @@ class Consumer:
                                   stop=self.stop, lease_ms=lease_ms, name=self.name,
                                   queues=self.queues, describe=self._describe,
                                   on_timeout=self._on_timeout, outage=self.outage)
-        self._threads: list[threading.Thread] = []
+        self._handoff: queue_mod.Queue[Claim | None] = queue_mod.Queue()
+        self._freed = threading.Event()
+        self._fetcher: threading.Thread | None = None
+        self._handlers: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._outstanding = 0   # claimed and not finished: handed off or running
         self.processed = 0
-        self._reserved = 0
         #: True once a thread died of an error of ours (the process must exit non-zero).
         self.crashed = False
         self.started_at_ms = int(time.time() * 1000)  # shown to staff only, never compared
@@ -99,20 +107,24 @@ class Consumer:
     # -- lifecycle -------------------------------------------------------
 
     def start(self) -> None:
-        """Start the threads (daemons: a process that must exit is not held)."""
+        """Start the fetcher, the handler threads and the lease keeper (daemons:
+        a process that must exit is not held)."""
         for index in range(self.concurrency):
-            thread = threading.Thread(target=self._loop, args=(f"{self.name}:{index}",),
-                                      name=f"echomq-consumer-{index}", daemon=True)
+            thread = threading.Thread(target=self._guard, args=(self._handle,),
+                                      name=f"echomq-handler-{index}", daemon=True)
             thread.start()
-            self._threads.append(thread)
+            self._handlers.append(thread)
+        self._fetcher = threading.Thread(target=self._guard, args=(self._fetch,),
+                                         name="echomq-fetcher", daemon=True)
+        self._fetcher.start()
         self.keeper.start()
 
     def alive(self) -> bool:
-        """True while any thread runs."""
-        return any(t.is_alive() for t in self._threads)
+        """True while the fetcher or any handler thread runs."""
+        return any(t.is_alive() for t in [self._fetcher, *self._handlers] if t is not None)
 
     def busy(self) -> int:
-        """How many threads are running a handler now."""
+        """How many handlers are running a job now."""
         return len(self.slots)
 
     def run_claim(self, claim: Claim) -> str:
@@ -120,17 +132,37 @@ class Consumer:
         return self.runner.run_claim(claim)
 
     def shutdown(self, grace_s: float) -> int:
-        """Stop claiming, wait up to ``grace_s`` for running handlers, then hand
-        every unfinished lease back to pending (``release``). Returns how many
-        leases were handed back."""
+        """Stop claiming, hand back at once the jobs claimed but not started,
+        wait up to ``grace_s`` for running handlers, then hand every unfinished
+        lease back to pending (``release``). Returns how many leases were
+        handed back."""
         self.stop.set()
-        signal_stop(self.conn, [self.stop_key], self.concurrency)
+        self._freed.set()
+        signal_stop(self.conn, [self.stop_key], 1)
+        released = self._release(self._drain_handoff())
+        self._end_handlers()
         deadline = time.monotonic() + grace_s
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        released = self._release([slot.claim for slot in self.slots.running()])
+        for thread in [self._fetcher, *self._handlers]:
+            if thread is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        released += self._release([slot.claim for slot in self.slots.running()])
         self.keeper.retire()
         return released
+
+    def _drain_handoff(self) -> list[Claim]:
+        claims = []
+        while True:
+            try:
+                claim = self._handoff.get_nowait()
+            except queue_mod.Empty:
+                return claims
+            if claim is not None:
+                claims.append(claim)
+                self._done_one(counted=False)
+
+    def _end_handlers(self) -> None:
+        for _ in self._handlers:
+            self._handoff.put(None)
 
     def _release(self, claims: list[Claim]) -> int:
         released = 0
@@ -170,83 +202,134 @@ class Consumer:
         log.error("replacing this consumer process: job %s overran its time limit",
                   slot.claim.job_id)
         self.stop.set()
-        self._release([s.claim for s in self.slots.running()])
+        self._release(self._drain_handoff() + [s.claim for s in self.slots.running()])
         self.keeper.retire()
         logging.shutdown()
         os._exit(EXIT_TIMEOUT)
 
-    # -- the loop ----------------------------------------------------------
-
-    def _claim_any(self, consumer: str, token: str) -> Claim | None:
-        for queue in self.queues:
-            claim = self.jobs.claim(queue, consumer, self.lease_ms, token=token)
-            if claim is not None:
-                return claim
-        return None
-
-    def _reserve(self) -> bool:
-        """Reserve one of the max_jobs before claiming; False once they are all
-        reserved or run (so a process runs exactly max_jobs)."""
-        with self._lock:
-            if self.max_jobs is not None and self._reserved >= self.max_jobs:
-                return False
-            self._reserved += 1
-            return True
-
-    def _unreserve(self) -> None:
-        with self._lock:
-            self._reserved -= 1
-
-    def _done_one(self) -> None:
-        with self._lock:
-            self.processed += 1
-            if self.max_jobs is not None and self.processed >= self.max_jobs:
-                self.stop.set()
-
-    def _loop(self, consumer: str) -> None:
+    def _guard(self, body) -> None:
         try:
-            self._serve(consumer)
+            body()
         except BaseException:  # noqa: BLE001 - an error of ours escaped the per-job guard
-            log.critical("consumer thread %s died; stopping this process", consumer,
-                         exc_info=True)
+            log.critical("consumer thread %s died; stopping this process",
+                         threading.current_thread().name, exc_info=True)
             self.crashed = True
             self.stop.set()
+            self._end_handlers()
 
-    def _serve(self, consumer: str) -> None:
+    # -- the fetcher -------------------------------------------------------
+
+    def _room(self) -> int:
+        """Free handlers, within what max_jobs still allows; reserves them."""
+        with self._lock:
+            room = self.concurrency - self._outstanding
+            if self.max_jobs is not None:
+                room = min(room, self.max_jobs - self.processed - self._outstanding)
+            room = max(0, room)
+            self._outstanding += room
+            return room
+
+    def _unreserve(self, n: int) -> None:
+        with self._lock:
+            self._outstanding -= n
+
+    def _done_one(self, counted: bool = True) -> None:
+        with self._lock:
+            self._outstanding -= 1
+            if counted:
+                self.processed += 1
+                if self.max_jobs is not None and self.processed >= self.max_jobs:
+                    self.stop.set()
+        self._freed.set()
+
+    def _claim_all(self, room: int, token: str) -> tuple[list[Claim], float | None]:
+        """Claim up to ``room`` jobs, queue after queue in order; returns the
+        claims and, when a rate limit held work back, how long until a token
+        is due (s)."""
+        claims: list[Claim] = []
+        wait_s = None
+        for queue in self.queues:
+            got, wait_ms = self.jobs.claim_many(queue, self.name, self.lease_ms,
+                                                room - len(claims), token=token)
+            claims.extend(got)
+            if wait_ms is not None:
+                wait_s = wait_ms / 1000 if wait_s is None else min(wait_s, wait_ms / 1000)
+            if len(claims) >= room:
+                break
+        return claims, wait_s
+
+    def _fetch(self) -> None:
         backoff = Backoff()
         token = new_token()
-        while not self.stop.is_set():
-            if not self._reserve():
-                return
-            try:
-                # A claim whose reply was lost is repeated with the same token
-                # and answers the same lease, so a dropped connection never
-                # strands a job in active until the reaper.
-                claim = self._claim_any(consumer, token)
-            except Exception as err:  # noqa: BLE001 - a lost server must not kill the thread
-                self._unreserve()
-                if passing(err):
-                    self.outage.failed(err)
-                else:
-                    log.exception("claim failed")
-                    token = new_token()
-                self.stop.wait(backoff.next_s())
-                continue
-            self.outage.ok()
-            backoff.reset()
-            if claim is None:
-                self._unreserve()
-                if self.burst:
-                    return
+        try:
+            while not self.stop.is_set():
+                room = self._room()
+                if room == 0:
+                    if self.max_jobs is not None and self.processed + self._outstanding \
+                            >= self.max_jobs:
+                        self._freed.wait(0.5)
+                    else:
+                        self._freed.wait(IDLE_BLOCK_S)
+                    self._freed.clear()
+                    continue
                 try:
-                    self.conn.blpop(self.wait_keys, timeout=IDLE_BLOCK_S)
-                except Exception as err:  # noqa: BLE001
-                    if not passing(err):
-                        raise
-                    self.outage.failed(err)
+                    # A claim whose reply was lost is repeated with the same
+                    # token and answers the same leases, so a dropped
+                    # connection never strands jobs in active until the reaper.
+                    claims, wait_s = self._claim_all(room, token)
+                except Exception as err:  # noqa: BLE001 - a lost server must not kill the fetcher
+                    self._unreserve(room)
+                    if passing(err):
+                        self.outage.failed(err)
+                    else:
+                        log.exception("claim failed")
+                        token = new_token()
                     self.stop.wait(backoff.next_s())
-                continue
-            token = new_token()
+                    continue
+                self.outage.ok()
+                backoff.reset()
+                self._unreserve(room - len(claims))
+                if claims:
+                    token = new_token()
+                    for claim in claims:
+                        self._handoff.put(claim)
+                    continue
+                if self.burst:
+                    if self._idle():
+                        return
+                    self._freed.wait(0.05)
+                    self._freed.clear()
+                    continue
+                self._wait_for_work(wait_s, backoff)
+        finally:
+            self.stop.set()
+            self._end_handlers()
+
+    def _idle(self) -> bool:
+        with self._lock:
+            return self._outstanding == 0
+
+    def _wait_for_work(self, wait_s: float | None, backoff: Backoff) -> None:
+        """Block until a wake marker, the stop list, or the next token (on the
+        claim's clock) — never longer than IDLE_BLOCK_S."""
+        longest = block_timeout_s(self.conn, IDLE_BLOCK_S)
+        timeout = longest if wait_s is None else min(longest, wait_s + 0.001)
+        try:
+            if timeout > 0:
+                self.conn.blpop(self.wait_keys, timeout=timeout)
+        except Exception as err:  # noqa: BLE001
+            if not passing(err):
+                raise
+            self.outage.failed(err)
+            self.stop.wait(backoff.next_s())
+
+    # -- the handlers ------------------------------------------------------
+
+    def _handle(self) -> None:
+        while True:
+            claim = self._handoff.get()
+            if claim is None:
+                return
             self.slots.put(Slot(claim, self.lease_ms, time.monotonic()))
             try:
                 self.runner.run_claim(claim)

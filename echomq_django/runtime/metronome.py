@@ -32,6 +32,7 @@ from typing import Callable
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
 from ..protocol.presence import signal_stop
+from ..connection import block_timeout_s
 from ..connection.resilience import Backoff, Outage, passing
 
 log = logging.getLogger("echomq.metronome")
@@ -39,7 +40,7 @@ log = logging.getLogger("echomq.metronome")
 #: Longest sleep without a beat, a safety net for a lost marker (s).
 MAX_SLEEP_S = 30.0
 #: How long the listener blocks on the beat list before it re-checks stop (s).
-LISTEN_BLOCK_S = 1.0
+LISTEN_BLOCK_S = 30.0
 
 #: A pump for recurrences: (queue) -> how many occurrences it minted.
 Pump = Callable[[str], int]
@@ -177,7 +178,7 @@ class Metronome:
         backoff = Backoff()
         while not self.stop_event.is_set():
             try:
-                if self.conn.blpop(keys, timeout=LISTEN_BLOCK_S):
+                if self.conn.blpop(keys, timeout=block_timeout_s(self.conn, LISTEN_BLOCK_S)):
                     waker.set()
                 backoff.reset()
             except Exception as err:  # noqa: BLE001

@@ -98,16 +98,26 @@ class Supervisor:
 
         return declared_schedules(registry.schedules(), self.config.schedules)
 
-    def _has_schedules(self) -> bool:
-        return bool(self._declared()) or self.config.prune_schedules
+    def _has_declarations(self) -> bool:
+        return (bool(self._declared()) or self.config.prune_schedules
+                or bool(self.config.queue_limits))
 
-    def _sync_schedules(self) -> None:
-        """Sync the declared schedules (docs/repeat.md, "sync"): at boot, and
-        from the metronome when a queue's sync marker is gone."""
+    def _sync_declared(self) -> None:
+        """Write what settings and code declare to the server: the queues'
+        limits (``QUEUE_LIMITS``) and the recurring schedules (docs/repeat.md,
+        "sync"); at boot, and from the metronome when a queue's sync marker
+        is gone (data lost)."""
+        from ..protocol.queues import Queues
         from ..repeat.sync import sync
 
+        queues = Queues(get_connection())
+        for queue, limits in self.config.queue_limits.items():
+            persist(lambda: queues.set_limits(queue, **limits),
+                    deadline=time.monotonic() + BOOT_PERSIST_S, outage=self.outage())
+            log.info("queue %s limits: %s", queue,
+                     ", ".join(f"{k} {v}" for k, v in limits.items() if v) or "none")
         declared = self._declared()
-        if declared or self.config.prune_schedules:
+        if self._has_declarations():
             # Idempotent, so repeated through a dropped connection.
             report = persist(lambda: sync(get_connection(), declared,
                                           prune=self.config.prune_schedules,
@@ -123,7 +133,7 @@ class Supervisor:
                          dead_ttl_ms=self.config.dead_ttl_ms,
                          keep_ms=self.config.result_ttl_ms, stop_event=threading.Event(),
                          outage=self.outage(),
-                         resync=self._sync_schedules if self._has_schedules() else None)
+                         resync=self._sync_declared if self._has_declarations() else None)
 
     def _consumer(self) -> Consumer:
         config = self.config
@@ -161,7 +171,7 @@ class Supervisor:
         self._install_signals()
         opts = self.options
         if opts.metronome:
-            self._sync_schedules()
+            self._sync_declared()
         log.info("runechomq: queues %s, %s", ", ".join(opts.queues), self._describe())
         if opts.processes > 1 and opts.consumers:
             self._supervise()

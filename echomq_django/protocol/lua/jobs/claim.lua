@@ -158,6 +158,14 @@ for _ = 1, want + 100 do
     end
   end
 end
+-- Short of jobs while lanes wait for tokens: say when the first one is due,
+-- so the caller sleeps until then instead of polling.
+if claimed < want and out[2] == -1 then
+  local first = redis.call('ZRANGE', base .. 'waiting', 0, 0, 'WITHSCORES')
+  if first[2] then
+    out[2] = tonumber(first[2])
+  end
+end
 if claimed > 0 then
   if head_deadline == nil or deadline < tonumber(head_deadline) then
     signal(KEYS[5], 1, 1)

@@ -2,14 +2,20 @@
 neither jumps ahead nor falls behind (docs/protocol.md, "Ordering")."""
 
 import os
+import subprocess
+import sys
 import time
+import uuid
 
 import pytest
 
-from echomq_django import BrandedId
+from echomq_django import BrandedId, Jobs
 from echomq_django.protocol import clock as clock_mod
 from echomq_django.protocol.clock import ServerClock, mint_now_ms
+from tests.procs import ROOT
+from tests.testapp.jobs import add
 
+FAKETIME = "/usr/bin/faketime"
 MINUTE_NS = 60 * 10**9
 
 
@@ -109,3 +115,65 @@ def test_mint_now_ms_keeps_one_clock_per_client_and_a_forked_child_measures_afre
     os.waitpid(pid, 0)
     with os.fdopen(read_fd) as fh:
         assert fh.read() == "0"
+
+
+# -- end to end: a producer under faketime ---------------------------------------
+
+# The skewed producer: before each enqueue it waits for a go on a list, then
+# answers with the job id it got and its own clock, so the order in which the
+# server admitted the jobs is known.
+PRODUCER = """
+import sys, time, django
+django.setup()
+from echomq_django.connection import get_connection
+from tests.testapp.jobs import add
+queue, go, done, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+conn = get_connection()
+for i in range(n):
+    if conn.blpop(go, timeout=8) is None:
+        sys.exit("no go")
+    handle = add.using(queue=queue).enqueue(i, 1)
+    conn.rpush(done, f"{handle.job_id} {time.time_ns() // 1_000_000}")
+"""
+
+
+@pytest.mark.skipif(not os.access(FAKETIME, os.X_OK), reason="needs Debian's faketime")
+@pytest.mark.parametrize("skew", ["+60s", "-60s"])
+def test_a_producer_a_minute_off_is_served_in_admission_order(
+        conn, redis_client, queue, server_time_ms, skew):
+    n = 4
+    go, done = (f"t-mint-{name}-{uuid.uuid4().hex[:8]}" for name in ("go", "done"))
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT),
+               FAKETIME_DONT_FAKE_MONOTONIC="1")
+    proc = subprocess.Popen([FAKETIME, "-f", skew, sys.executable, "-c", PRODUCER,
+                             queue, go, done, str(n)],
+                            cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        admitted = {}  # job id -> who minted it, in the order of admission
+        for i in range(n):
+            admitted[add.using(queue=queue).enqueue(i, 0).job_id] = f"here {i}"
+            # Each admission in a later server millisecond than the one
+            # before: within one millisecond two processes' ids are ordered
+            # by their random counters.
+            time.sleep(0.01)
+            redis_client.rpush(go, "1")
+            reply = redis_client.blpop(done, timeout=8)
+            assert reply is not None, "the skewed producer did not answer"
+            job_id, its_clock_ms = reply[1].split()
+            admitted[job_id] = f"{skew} {i}"
+            time.sleep(0.01)
+        assert proc.wait(8) == 0, proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        redis_client.delete(go, done)
+    # The producer's clock really was a minute off.
+    assert abs(int(its_clock_ms) - server_time_ms() - int(skew[:-1]) * 1000) < 5_000
+    jobs = Jobs(conn)
+    claimed = []
+    while (claim := jobs.claim(queue, "t-consumer", 60_000)) is not None:
+        claimed.append(admitted[claim.job_id])
+    assert claimed == list(admitted.values())

@@ -6,9 +6,9 @@ characters of Unix time in milliseconds, then 16 of an 80-bit value that is
 random at the first mint of each millisecond and incremented by one for every
 further mint in the same millisecond. Crockford's alphabet is in ASCII order,
 so byte order equals mint order within a process (ids of one namespace) and
-millisecond order across processes. A lane serves jobs of equal priority in byte order (ZPOPMIN breaks
-ties by member), which makes claim order equal mint order (docs/protocol.md,
-"Ordering").
+millisecond order across processes. A lane serves jobs of equal priority in
+byte order (ZPOPMIN breaks ties by member), which makes claim order equal
+mint order (docs/protocol.md, "Ordering").
 
 The time part comes from the mint clock the caller passes: EchoMQ passes the
 server's now (:func:`echomq_django.protocol.clock.mint_now_ms`, this host's

@@ -75,10 +75,11 @@ def main() -> int:
         os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.bench_settings"
         django.setup()
         from echomq_django import BrandedId, Jobs
+        from echomq_django.protocol.clock import mint_now_ms
         from echomq_django.protocol.keyspace import Keyspace
 
         jobs = Jobs(client)
-        ids = [BrandedId.generate() for _ in range(args.jobs)]
+        ids = [BrandedId.generate("JOB", mint_now_ms(client)) for _ in range(args.jobs)]
         payload = json.dumps({"job": "benchmarks.jobs.chaos_run", "args": [args.sleep_ms],
                               "kwargs": {}})
         pipe_size = 500

@@ -116,6 +116,44 @@ def test_bad_namespace_raises_value_error(namespace):
         BrandedId.generate(namespace)
 
 
+# -- an explicit mint time (the server's) ---------------------------------------
+
+
+def test_the_time_part_is_the_given_now_ms(monkeypatch):
+    monkeypatch.setattr(BrandedId, "_last", {})
+    now = time.time_ns() // 1_000_000 + 3_600_000  # an hour from this host's now
+    assert BrandedId.timestamp_ms(BrandedId.generate("JOB", now)) == now
+
+
+def test_a_mint_time_that_moves_back_keeps_mint_order(monkeypatch):
+    # The offset to the server's clock may shrink between two mints: the
+    # process keeps its last time and counts up, as for a clock step back.
+    monkeypatch.setattr(BrandedId, "_last", {})
+    now = time.time_ns() // 1_000_000 + 3_600_000
+    ids = [BrandedId.generate("JOB", now), BrandedId.generate("JOB", now - 1_000),
+           BrandedId.generate("JOB"), BrandedId.generate("JOB", now + 1)]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    assert [BrandedId.timestamp_ms(i) for i in ids] == [now, now, now, now + 1]
+
+
+def test_each_namespace_keeps_its_own_order(monkeypatch):
+    # A host-clock mint an hour ahead in one namespace holds no other's ids.
+    monkeypatch.setattr(BrandedId, "_last", {})
+    now = time.time_ns() // 1_000_000
+    ahead = BrandedId.generate("USR", now + 3_600_000)
+    assert BrandedId.timestamp_ms(BrandedId.generate("JOB", now)) == now
+    assert BrandedId.timestamp_ms(BrandedId.generate("USR", now)) == now + 3_600_000
+    assert BrandedId.generate("USR") > ahead
+
+
+@pytest.mark.parametrize("now_ms, error", [(-1, ValueError), (1 << 48, ValueError),
+                                           (1.5e12, TypeError), ("1", TypeError),
+                                           (True, TypeError)])
+def test_bad_now_ms_raises(now_ms, error):
+    with pytest.raises(error, match="now_ms"):
+        BrandedId.generate("JOB", now_ms)
+
+
 GOOD = "JOB01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
@@ -191,8 +229,8 @@ def test_a_forked_child_never_mints_its_parents_next_id():
         # the same millisecond however long the fork takes, which is the
         # window where an inherited counter collides.
         with BrandedId._lock:
-            BrandedId._last_ms = time.time_ns() // 1_000_000 + 1_000
-        held_ms = BrandedId._last_ms
+            BrandedId._last["JOB"] = (time.time_ns() // 1_000_000 + 1_000, 0)
+        held_ms = BrandedId._last["JOB"][0]
         pid, read_fd = _fork_a_minter()
         mine = BrandedId.generate("JOB")
         theirs = _collect(pid, read_fd)

@@ -2,7 +2,8 @@
 
 What ``@job`` (:mod:`echomq_django.api.decorator`) returns. ``enqueue``,
 ``enqueue_in`` and ``enqueue_at`` check the arguments (JSON only, and bound to
-the function's signature as the worker will call it), mint a ``JOB`` id and
+the function's signature as the worker will call it), mint a ``JOB`` id on
+the server's clock (:func:`~echomq_django.protocol.clock.mint_now_ms`) and
 admit the job through :class:`~echomq_django.protocol.jobs.Jobs`; each returns
 a :class:`~echomq_django.api.handle.JobHandle`.
 """
@@ -16,6 +17,7 @@ import inspect
 from typing import Any, Callable
 
 from .. import rules
+from ..protocol.clock import mint_now_ms
 from ..protocol.ids import BrandedId
 from ..protocol.jobs import Jobs
 from . import backoff as backoff_mod
@@ -161,11 +163,15 @@ class JobFunction:
         self.check_arguments(args, kwargs)
         return text
 
-    def _jobs(self) -> Jobs:
+    def _jobs_and_id(self) -> tuple[Jobs, str]:
+        """The :class:`Jobs` on this process's connection and a fresh
+        ``JOB`` id minted on that server's clock (protocol.md, "Ordering")."""
         from ..conf import get_config
         from ..connection import get_connection
 
-        return Jobs(get_connection(), max_payload_bytes=get_config().max_payload_bytes)
+        conn = get_connection()
+        return (Jobs(conn, max_payload_bytes=get_config().max_payload_bytes),
+                BrandedId.generate("JOB", mint_now_ms(conn)))
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run now of ``fn(*args, **kwargs)``. Returns a JobHandle
@@ -177,8 +183,8 @@ class JobFunction:
         arguments do not fit its signature (:meth:`check_arguments`).
         """
         text = self._payload(args, kwargs)
-        job_id = BrandedId.generate("JOB")
-        return JobHandle(self.queue, job_id, self._jobs().enqueue(
+        jobs, job_id = self._jobs_and_id()
+        return JobHandle(self.queue, job_id, jobs.enqueue(
             self.queue, job_id, text, group=self.group, priority=self.priority))
 
     def enqueue_in(self, delay: dt.timedelta | int, *args: Any, **kwargs: Any) -> JobHandle:
@@ -190,8 +196,8 @@ class JobFunction:
         """
         delay_ms = rules.to_ms("delay", delay, low=0)
         text = self._payload(args, kwargs)
-        job_id = BrandedId.generate("JOB")
-        return JobHandle(self.queue, job_id, self._jobs().enqueue_in(
+        jobs, job_id = self._jobs_and_id()
+        return JobHandle(self.queue, job_id, jobs.enqueue_in(
             self.queue, job_id, text, delay_ms, group=self.group, priority=self.priority))
 
     def enqueue_at(self, when: dt.datetime | int, *args: Any, **kwargs: Any) -> JobHandle:
@@ -206,6 +212,6 @@ class JobFunction:
         """
         run_at_ms = rules.to_run_at_ms("when", when)
         text = self._payload(args, kwargs)
-        job_id = BrandedId.generate("JOB")
-        return JobHandle(self.queue, job_id, self._jobs().enqueue_at(
+        jobs, job_id = self._jobs_and_id()
+        return JobHandle(self.queue, job_id, jobs.enqueue_at(
             self.queue, job_id, text, run_at_ms, group=self.group, priority=self.priority))

@@ -3,13 +3,40 @@
 Scripts read ``TIME`` themselves (``lua/includes/now.lua``); Python reads it
 here, when it must compute something the server cannot (a cron occurrence, a
 page's "in 3 min"). Nothing in EchoMQ compares a host clock with a stored time.
+
+Minting an id needs the server's now too (its time part orders the queue), but
+a round trip per id is too dear, so :func:`mint_now_ms` estimates it: this
+host's wall clock plus an offset measured against ``TIME`` and kept per client
+and process by a :class:`ServerClock` (docs/protocol.md, "Ordering"). The
+offset is measured with a few round trips (the one with the shortest round
+trip wins; the server's reading is set against the local midpoint), aged on
+the monotonic clock and measured again, lazily at the next mint, after
+:data:`REFRESH_S` seconds or as soon as the wall clock has stepped against the
+monotonic one by :data:`STEP_NS` or more. Error bound: half the winning
+round trip, plus whatever the host's wall clock drifts against the server's
+within :data:`REFRESH_S` (NTP slews at most 500 ppm: 30 ms), plus a step
+smaller than :data:`STEP_NS`. A forked child measures afresh
+(``os.register_at_fork``).
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+import weakref
 from typing import Any
 
-__all__ = ["server_now_ms", "time_reply_ms"]
+__all__ = ["REFRESH_S", "SAMPLES", "STEP_NS", "ServerClock", "mint_now_ms", "server_now_ms",
+           "time_reply_ms"]
+
+#: Seconds (monotonic) an offset is used before it is measured again.
+REFRESH_S = 60.0
+#: Round trips per measurement; the shortest one's reading is kept.
+SAMPLES = 3
+#: A change of the wall clock against the monotonic one this large (ns)
+#: since the measurement is a step: the offset is measured again at once.
+STEP_NS = 20_000_000
 
 
 def time_reply_ms(reply: Any) -> int:
@@ -21,3 +48,96 @@ def time_reply_ms(reply: Any) -> int:
 def server_now_ms(conn) -> int:
     """The server's ``TIME`` in Unix ms (one command)."""
     return time_reply_ms(conn.time())
+
+
+class ServerClock:
+    """The server's now, estimated as ``time.time_ns()`` + a kept offset.
+
+    ``refresh_s``: seconds (monotonic) before the offset is measured again;
+    ``samples``: round trips per measurement (the shortest wins). Thread-safe;
+    never starts a thread: a stale offset is measured again by the call that
+    finds it stale (the module doc has the rules and the error bound).
+    """
+
+    def __init__(self, refresh_s: float = REFRESH_S, samples: int = SAMPLES) -> None:
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1, got {samples}")
+        self.refresh_ns = int(refresh_s * 1e9)
+        self.samples = samples
+        self._lock = threading.Lock()
+        self._offset_ns: int | None = None  # server ns - local wall ns
+        self._measured_ns = 0  # time.monotonic_ns() at the measurement
+        self._anchor_ns = 0  # time.time_ns() - time.monotonic_ns() then
+        self.round_trip_ns: int | None = None  # the winning round trip
+
+    def now_ms(self, conn) -> int:
+        """The server's now in Unix ms, measuring the offset first on ``conn``
+        (``samples`` ``TIME`` commands) when there is none yet or it is stale.
+
+        Raises whatever ``conn.time()`` raises (``redis.RedisError``).
+        """
+        wall, mono = time.time_ns(), time.monotonic_ns()
+        with self._lock:
+            offset = self._offset_ns
+            fresh = (offset is not None and mono - self._measured_ns < self.refresh_ns
+                     and abs(wall - mono - self._anchor_ns) < STEP_NS)
+        if not fresh:
+            offset = self.measure(conn)
+            wall = time.time_ns()
+        return (wall + offset) // 1_000_000
+
+    def measure(self, conn) -> int:
+        """Measure the offset now (``samples`` round trips on ``conn``), keep
+        it and return it in ns (server minus local wall clock)."""
+        best = None
+        for _ in range(self.samples):
+            mono0, wall0 = time.monotonic_ns(), time.time_ns()
+            seconds, micros = conn.time()
+            mono1 = time.monotonic_ns()
+            # The round trip is timed on the monotonic clock (the wall clock
+            # may step); the server read TIME somewhere inside it, at the
+            # midpoint give or take half of it.
+            trip = mono1 - mono0
+            if best is None or trip < best[0]:
+                server_ns = (int(seconds) * 1_000_000 + int(micros)) * 1000
+                best = (trip, server_ns - (wall0 + trip // 2), wall0 - mono0)
+        trip, offset, anchor = best
+        with self._lock:
+            self._offset_ns, self._anchor_ns, self.round_trip_ns = offset, anchor, trip
+            self._measured_ns = time.monotonic_ns()
+        return offset
+
+
+# One ServerClock per client object, per process: a client's server is fixed,
+# and the weak keys let a dropped client take its clock with it.
+_clocks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_clocks_lock = threading.Lock()
+
+
+def mint_now_ms(conn) -> int:
+    """The mint clock: the server's now in Unix ms as this process estimates
+    it for ``conn`` (:class:`ServerClock`), without a round trip unless the
+    offset must be measured. For ids' time parts; a script that needs the
+    exact now reads ``TIME`` itself.
+
+    Raises whatever ``conn.time()`` raises (``redis.RedisError``).
+    """
+    try:
+        with _clocks_lock:
+            clock = _clocks.get(conn)
+            if clock is None:
+                clock = _clocks[conn] = ServerClock()
+    except TypeError:  # a client that takes no weak reference: measure each time
+        clock = ServerClock(samples=1)
+    return clock.now_ms(conn)
+
+
+def _reset_after_fork() -> None:
+    # The child's clients are new (the connection cache is dropped at fork);
+    # a fresh lock replaces one a parent thread may have held at the fork.
+    global _clocks, _clocks_lock
+    _clocks = weakref.WeakKeyDictionary()
+    _clocks_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

@@ -14,6 +14,7 @@ import logging
 
 from .. import rules
 from ..protocol import scripts
+from ..protocol.clock import mint_now_ms
 from ..protocol.ids import BrandedId
 from ..protocol.keyspace import WAKE_CAP, Keyspace
 from .definition import RepeatEntry, canonical
@@ -114,7 +115,7 @@ class Pump:
                 logger.info("repeat %s/%s: skipped %d occurrence(s) up to %d; next %d",
                             ks.queue, name, plan.due, plan.slot_ms, plan.next_ms)
             return 0
-        job_id = BrandedId.generate("JOB")
+        job_id = BrandedId.generate("JOB", mint_now_ms(self.conn))
         payload = dict(entry.template, scheduled_for=plan.slot_ms, missed=plan.missed)
         done = self._mint(ks, name, score, plan.next_ms, entry.version, job_id,
                           canonical(payload), plan.slot_ms, plan.missed)

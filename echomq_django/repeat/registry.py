@@ -20,7 +20,7 @@ from typing import Iterator
 
 from .. import rules
 from ..protocol import scripts
-from ..protocol.clock import server_now_ms
+from ..protocol.clock import mint_now_ms, server_now_ms
 from ..protocol.ids import BrandedId
 from ..protocol.keyspace import WAKE_CAP, Keyspace
 from .definition import Definition, RepeatEntry, canonical
@@ -196,7 +196,7 @@ class Repeat:
                 raise LookupError(f"no recurring schedule {name!r} in queue {queue!r}")
             entry = RepeatEntry.from_hash(queue, name, raw, None)
             now = server_now_ms(self.conn)
-            job_id = BrandedId.generate("JOB")
+            job_id = BrandedId.generate("JOB", mint_now_ms(self.conn))
             payload = canonical(dict(entry.template, scheduled_for=now, missed=0))
             done = scripts.run(self.conn, "repeat/run_now",
                                [ks.repeat_record(name), ks.job(job_id), ks.pending, ks.wake],

@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from echomq_django import BrandedId, JobHandle, Jobs, Outcome, get_connection
 from echomq_django.protocol import keyspace
 from echomq_django.repeat import Repeat
-from echomq_django.protocol.clock import server_now_ms
+from echomq_django.protocol.clock import mint_now_ms, server_now_ms
 from example_project.notifications import jobs as workshop
 
 TERMINAL = {"done", "dead"}
@@ -57,7 +57,9 @@ class Command(BaseCommand):
     def _enqueue_scenario(self, conn) -> list:
         """Enqueue the scenario; returns [(handle, label, due ms, expected state)].
         A job enqueued now is due at the server time read just before it."""
-        run = BrandedId.generate("RND")[-6:].lower()  # keeps re-runs apart
+        # Keeps re-runs apart; minted on the server's clock like every id in
+        # this process (protocol.md, "Ordering").
+        run = BrandedId.generate("RND", mint_now_ms(conn))[-6:].lower()
         plan = []
 
         def add(label, expected, make, delay_ms=0):

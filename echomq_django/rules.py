@@ -9,7 +9,8 @@ written, so a bad value raises in the caller and the server never sees it:
   (``"lease_ms must be in 1..9007199254740992, got 0"``).
 
 The same rules are stated in docs/protocol.md ("Arguments"); the Lua scripts
-re-check what they are given (a client other than ours may call them).
+re-check what they are given (a client other than ours may call them). The
+backoff policy's grammar lives with the policies, in ``api/backoff.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = [
     "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_PATTERN", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int",
     "check_int", "check_ms", "optional_count", "check_text", "storable_text", "check_str",
     "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
-    "to_run_at_ms", "check_payload_text", "check_json_nesting", "check_backoff", "json_text",
+    "to_run_at_ms", "check_payload_text", "check_json_nesting", "json_text",
     "PRIORITY_MIN", "PRIORITY_MAX", "check_priority", "check_group", "check_rate",
 ]
 
@@ -359,38 +360,6 @@ def check_payload_text(payload: object, max_bytes: int) -> str:
     except ValueError as err:
         raise ValueError(f"payload must be valid JSON text: {err}") from None
     return payload
-
-
-def check_backoff(policy: object) -> tuple:
-    """Return the backoff ``policy`` as a tuple if it is valid (lists are
-    accepted); the policies are :mod:`echomq_django.api.backoff`'s.
-
-    Raises:
-        ValueError: the policy's kind is unknown or a parameter breaks its rule
-            (fixed ms >= 0; exponential base >= 1, cap >= 1).
-    """
-    if isinstance(policy, list):
-        policy = tuple(check_backoff(p) if isinstance(p, list) else p for p in policy)
-    if not isinstance(policy, tuple) or not policy:
-        raise ValueError(f"backoff policy must be a non-empty tuple, got {policy!r}")
-    kind, params = policy[0], policy[1:]
-    if kind == "fixed":
-        if len(params) != 1 or not is_int(params[0]) or params[0] < 0:
-            raise ValueError(f"backoff ('fixed', ms) needs an integer ms >= 0, got {policy!r}")
-    elif kind == "exponential":
-        if len(params) != 2 or not all(is_int(p) and p >= 1 for p in params):
-            raise ValueError(
-                f"backoff ('exponential', base, cap) needs integers base >= 1 and cap >= 1, got {policy!r}"
-            )
-    elif kind == "jitter":
-        if len(params) != 1:
-            raise ValueError(f"backoff ('jitter', inner) needs one inner policy, got {policy!r}")
-        return ("jitter", check_backoff(params[0]))
-    else:
-        raise ValueError(
-            f"backoff policy kind must be 'fixed', 'exponential' or 'jitter', got {kind!r}"
-        )
-    return policy
 
 
 def check_rate(name: str, rate: object) -> tuple[int, int] | None:

@@ -1,5 +1,5 @@
 """The argument rules, in one place: ints and ms ranges, run-at instants, text,
-JSON nesting, names, ids, queue names.
+JSON nesting, names, ids, queue names, key text, scores, rates.
 
 Every public surface checks its arguments with these before anything is
 written, so a bad value raises in the caller and the server never sees it:
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
     "to_run_at_ms", "check_payload_text", "check_json_nesting", "json_text",
     "PRIORITY_MIN", "PRIORITY_MAX", "check_priority", "check_group", "check_rate",
+    "check_key_text", "check_score",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -174,33 +176,50 @@ PRIORITY_MIN, PRIORITY_MAX = -100, 100
 
 
 def check_priority(priority: object) -> int:
-    """Return ``priority`` if it is an int in -100..100 (higher is served first).
-
-    Raises:
-        TypeError: not an int.
-        ValueError: outside -100..100.
-    """
+    """Return ``priority`` if it is an int in -100..100 (higher is served
+    first): TypeError for another type, ValueError outside the range."""
     return check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
 
 
 def check_group(group: object) -> str | None:
-    """Return ``group`` (a lane's name) if it is None or 1-200 characters
-    without whitespace or braces (it sits inside key names); "" is refused.
-
-    Raises:
-        TypeError: not a str (or None).
-        ValueError: breaks the rule.
-    """
+    """Return ``group`` (a lane's name, inside key names) if it is None or
+    :func:`check_key_text` with ``in_tag``; "" is refused. TypeError for a
+    value that is not a str or None, ValueError for one that breaks the rule."""
     if group is None:
         return None
     if not isinstance(group, str):
         raise TypeError(f"group must be a str or None, got {type(group).__name__}")
-    check_text("group", group)
-    if not 1 <= len(group.encode("utf-8")) <= 200 or any(
-            c.isspace() or c in "{}" for c in group):
-        raise ValueError("group must be 1-200 bytes of UTF-8 without whitespace or braces, "
-                         f"got {group!r}")
-    return group
+    return check_key_text("group", group, in_tag=True)
+
+
+def check_key_text(name: str, value: object, *, in_tag: bool = False) -> str:
+    """Return ``value`` if it is 1-200 bytes of UTF-8: text that names a key or
+    a member of one. ``in_tag``: it sits inside EchoMQ's key names (a lane's
+    group, a rate limiter's key), so whitespace and braces, which would make or
+    cut a Cluster hash tag, are refused too.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: breaks the rule (a lone surrogate included).
+    """
+    size = len(_utf8(name, check_text(name, value)))
+    if not 1 <= size <= 200 or in_tag and any(c.isspace() or c in "{}" for c in value):
+        rule = " without whitespace or braces" if in_tag else ""
+        shown = repr(value) if size <= 200 else f"{size} bytes"
+        raise ValueError(f"{name} must be 1-200 bytes of UTF-8{rule}, got {shown}")
+    return value
+
+
+def check_score(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite number: a float (not NaN
+    nor an infinity) or an int in -2**53..2**53, which a sorted set's score (a
+    double) holds exactly. TypeError for another type (bools included),
+    ValueError for a number that breaks the rule."""
+    if not is_int(value) and not isinstance(value, float):
+        raise TypeError(f"{name} must be an int or a float, got {type(value).__name__}")
+    if not (math.isfinite(value) if isinstance(value, float) else abs(value) <= MAX_MS):
+        raise ValueError(f"{name} must be a finite number (ints within 2**53), got {value!r}")
+    return float(value)
 
 
 def check_schedule_name(name: object) -> str:

@@ -4,7 +4,8 @@ The public API; everything else is internal. See README.md and docs/protocol.md.
 The package, by concern: ``api/`` (what a developer declares and sends),
 ``protocol/`` (keys, Lua scripts, the ``Jobs`` surface), ``repeat/``
 (recurring schedules), ``runtime/`` (what runechomq runs), ``admin/``,
-``connection/`` and ``integrations/``; ``rules.py`` holds every argument rule.
+``connection/`` and ``integrations/``; ``limits.py`` (``RateLimiter``);
+``rules.py`` holds every argument rule.
 """
 
 from .api.backoff import Backoff
@@ -22,6 +23,7 @@ from .exceptions import (
     PayloadTooLargeError,
     StaleTokenError,
 )
+from .limits import RateLimiter
 from .protocol.ids import BrandedId
 from .protocol.jobs import Jobs
 from .protocol.queues import Queues
@@ -45,6 +47,7 @@ __all__ = [
     "PayloadError",
     "PayloadTooLargeError",
     "Queues",
+    "RateLimiter",
     "Repeat",
     "Retry",
     "Snooze",

@@ -4,7 +4,8 @@ The public API; everything else is internal. See README.md and docs/protocol.md.
 The package, by concern: ``api/`` (what a developer declares and sends),
 ``protocol/`` (keys, Lua scripts, the ``Jobs`` surface), ``repeat/``
 (recurring schedules), ``runtime/`` (what runechomq runs), ``admin/``,
-``connection/`` and ``integrations/``; ``rules.py`` holds every argument rule.
+``connection/`` and ``integrations/``; ``limits.py`` (``RateLimiter``) and
+``leaderboard.py`` (``Board``); ``rules.py`` holds every argument rule.
 """
 
 from .api.backoff import Backoff
@@ -22,6 +23,8 @@ from .exceptions import (
     PayloadTooLargeError,
     StaleTokenError,
 )
+from .leaderboard import Board
+from .limits import RateLimiter
 from .protocol.ids import BrandedId
 from .protocol.jobs import Jobs
 from .protocol.queues import Queues
@@ -30,6 +33,7 @@ from .repeat.registry import Repeat
 
 __all__ = [
     "Backoff",
+    "Board",
     "BrandedId",
     "Claim",
     "Discard",
@@ -45,6 +49,7 @@ __all__ = [
     "PayloadError",
     "PayloadTooLargeError",
     "Queues",
+    "RateLimiter",
     "Repeat",
     "Retry",
     "Snooze",

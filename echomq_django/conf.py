@@ -25,7 +25,7 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
     Queue names, each 1-100 characters of ``[A-Za-z0-9._-]``.
 ``LEASE_MS`` [30000, 1..2**53]; ``MAX_ATTEMPTS`` [3, >= 1];
 ``BACKOFF`` [("jitter", ("exponential", 1000, 300000))]
-    A backoff policy tuple, validated by :func:`echomq_django.rules.check_backoff`; lists
+    A backoff policy tuple, validated by :func:`echomq_django.api.backoff.check_backoff`; lists
     are converted to tuples here.
 ``MAX_PAYLOAD_BYTES`` [524288, > 0]; ``RESULT_TTL_MS`` [86400000, > 0];
 ``DEAD_TTL_MS`` [604800000, > 0]; ``DEAD_MAX`` [10000, > 0];
@@ -89,7 +89,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .exceptions import ConfigurationError
-from .rules import MAX_MS, check_backoff, check_int, check_limits, check_queue_name
+from .api.backoff import check_backoff
+from .rules import MAX_MS, check_int, check_limits, check_queue_name
 
 __all__ = ["Config", "get_config", "validate"]
 

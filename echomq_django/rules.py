@@ -1,5 +1,5 @@
 """The argument rules, in one place: ints and ms ranges, run-at instants, text,
-JSON nesting, names, ids, queue names.
+JSON nesting, names, ids, queue names, key text, scores, rates.
 
 Every public surface checks its arguments with these before anything is
 written, so a bad value raises in the caller and the server never sees it:
@@ -9,13 +9,15 @@ written, so a bad value raises in the caller and the server never sees it:
   (``"lease_ms must be in 1..9007199254740992, got 0"``).
 
 The same rules are stated in docs/protocol.md ("Arguments"); the Lua scripts
-re-check what they are given (a client other than ours may call them).
+re-check what they are given (a client other than ours may call them). The
+backoff policy's grammar lives with the policies, in ``api/backoff.py``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 from typing import Any
 
@@ -25,9 +27,10 @@ __all__ = [
     "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_PATTERN", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int",
     "check_int", "check_ms", "optional_count", "check_text", "storable_text", "check_str",
     "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
-    "to_run_at_ms", "check_payload_text", "check_json_nesting", "check_backoff", "json_text",
+    "to_run_at_ms", "check_payload_text", "check_json_nesting", "json_text",
     "PRIORITY_MIN", "PRIORITY_MAX", "check_priority", "check_group", "check_rate",
     "LIMIT_NAMES", "check_limits",
+    "check_key_text", "check_score",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -174,33 +177,50 @@ PRIORITY_MIN, PRIORITY_MAX = -100, 100
 
 
 def check_priority(priority: object) -> int:
-    """Return ``priority`` if it is an int in -100..100 (higher is served first).
-
-    Raises:
-        TypeError: not an int.
-        ValueError: outside -100..100.
-    """
+    """Return ``priority`` if it is an int in -100..100 (higher is served
+    first): TypeError for another type, ValueError outside the range."""
     return check_int("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
 
 
 def check_group(group: object) -> str | None:
-    """Return ``group`` (a lane's name) if it is None or 1-200 characters
-    without whitespace or braces (it sits inside key names); "" is refused.
-
-    Raises:
-        TypeError: not a str (or None).
-        ValueError: breaks the rule.
-    """
+    """Return ``group`` (a lane's name, inside key names) if it is None or
+    :func:`check_key_text` with ``in_tag``; "" is refused. TypeError for a
+    value that is not a str or None, ValueError for one that breaks the rule."""
     if group is None:
         return None
     if not isinstance(group, str):
         raise TypeError(f"group must be a str or None, got {type(group).__name__}")
-    check_text("group", group)
-    if not 1 <= len(group.encode("utf-8")) <= 200 or any(
-            c.isspace() or c in "{}" for c in group):
-        raise ValueError("group must be 1-200 bytes of UTF-8 without whitespace or braces, "
-                         f"got {group!r}")
-    return group
+    return check_key_text("group", group, in_tag=True)
+
+
+def check_key_text(name: str, value: object, *, in_tag: bool = False) -> str:
+    """Return ``value`` if it is 1-200 bytes of UTF-8: text that names a key or
+    a member of one. ``in_tag``: it sits inside EchoMQ's key names (a lane's
+    group, a rate limiter's key), so whitespace and braces, which would make or
+    cut a Cluster hash tag, are refused too.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: breaks the rule (a lone surrogate included).
+    """
+    size = len(_utf8(name, check_text(name, value)))
+    if not 1 <= size <= 200 or in_tag and any(c.isspace() or c in "{}" for c in value):
+        rule = " without whitespace or braces" if in_tag else ""
+        shown = repr(value) if size <= 200 else f"{size} bytes"
+        raise ValueError(f"{name} must be 1-200 bytes of UTF-8{rule}, got {shown}")
+    return value
+
+
+def check_score(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite number: a float (not NaN
+    nor an infinity) or an int in -2**53..2**53, which a sorted set's score (a
+    double) holds exactly. TypeError for another type (bools included),
+    ValueError for a number that breaks the rule."""
+    if not is_int(value) and not isinstance(value, float):
+        raise TypeError(f"{name} must be an int or a float, got {type(value).__name__}")
+    if not (math.isfinite(value) if isinstance(value, float) else abs(value) <= MAX_MS):
+        raise ValueError(f"{name} must be a finite number (ints within 2**53), got {value!r}")
+    return float(value)
 
 
 def check_schedule_name(name: object) -> str:
@@ -360,38 +380,6 @@ def check_payload_text(payload: object, max_bytes: int) -> str:
     except ValueError as err:
         raise ValueError(f"payload must be valid JSON text: {err}") from None
     return payload
-
-
-def check_backoff(policy: object) -> tuple:
-    """Return the backoff ``policy`` as a tuple if it is valid (lists are
-    accepted); the policies are :mod:`echomq_django.api.backoff`'s.
-
-    Raises:
-        ValueError: the policy's kind is unknown or a parameter breaks its rule
-            (fixed ms >= 0; exponential base >= 1, cap >= 1).
-    """
-    if isinstance(policy, list):
-        policy = tuple(check_backoff(p) if isinstance(p, list) else p for p in policy)
-    if not isinstance(policy, tuple) or not policy:
-        raise ValueError(f"backoff policy must be a non-empty tuple, got {policy!r}")
-    kind, params = policy[0], policy[1:]
-    if kind == "fixed":
-        if len(params) != 1 or not is_int(params[0]) or params[0] < 0:
-            raise ValueError(f"backoff ('fixed', ms) needs an integer ms >= 0, got {policy!r}")
-    elif kind == "exponential":
-        if len(params) != 2 or not all(is_int(p) and p >= 1 for p in params):
-            raise ValueError(
-                f"backoff ('exponential', base, cap) needs integers base >= 1 and cap >= 1, got {policy!r}"
-            )
-    elif kind == "jitter":
-        if len(params) != 1:
-            raise ValueError(f"backoff ('jitter', inner) needs one inner policy, got {policy!r}")
-        return ("jitter", check_backoff(params[0]))
-    else:
-        raise ValueError(
-            f"backoff policy kind must be 'fixed', 'exponential' or 'jitter', got {kind!r}"
-        )
-    return policy
 
 
 def check_rate(name: str, rate: object) -> tuple[int, int] | None:

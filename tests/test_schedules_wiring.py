@@ -112,6 +112,8 @@ def test_the_example_project_runs_end_to_end(valkey_url):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "all 9 jobs reached their expected final state" in out.stdout
     assert "standings_digest (daily cron, run now)" in out.stdout
+    # The digest read the leaderboard: each player's best of two guesses.
+    assert "out of 600): USR-ada 100%, USR-bo 77%, USR-cy 47%" in out.stdout
     assert "runechomq stopped on SIGTERM with exit code 0" in out.stdout
     # Every time column of the table says its zone.
     header = next(line for line in out.stdout.splitlines() if line.startswith("job id"))

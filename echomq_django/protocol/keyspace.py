@@ -8,7 +8,7 @@ listed in ``docs/protocol.md`` ("Keys").
 
 from __future__ import annotations
 
-from ..rules import check_queue_name
+from ..rules import check_key_text, check_queue_name
 
 
 class Keyspace:
@@ -167,3 +167,13 @@ def worker(worker_id: str) -> str:
     concurrency, busy, started_at_ms, heartbeat_ms); expires when it stops
     announcing."""
     return f"{GLOBAL_BASE}worker:{worker_id}"
+
+
+def rate_limit(key: str) -> str:
+    """HASH: a rate limiter's token bucket, field ``bucket`` = "<tokens>:<ms>"
+    (:class:`echomq_django.limits.RateLimiter`). ``rate_limit("chat-7") ==
+    "emq:{rl:chat-7}"``: each limiter key is its own hash tag, so its own slot,
+    and no queue's tag can be ``rl:...`` (":" is not a queue-name character).
+    ``key`` is checked by :func:`echomq_django.rules.check_key_text` with
+    ``in_tag`` (TypeError, ValueError naming ``key``)."""
+    return f"emq:{{rl:{check_key_text('key', key, in_tag=True)}}}"

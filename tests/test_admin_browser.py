@@ -2,7 +2,9 @@
 
 Log in as staff, open the dashboard, schedule a job through ``@job`` and see
 it appear in the schedule list without a reload, press "Run now", and see it
-leave the schedule and end done (a real ``runechomq`` subprocess runs it).
+leave the schedule and end done (a real ``runechomq`` subprocess runs it);
+open a queue's lanes, see their states and a new lane arrive live, and open
+one lane's pending jobs.
 Screenshots go to ``artifacts/`` (ignored by git).
 """
 
@@ -177,3 +179,59 @@ def test_schedule_appears_live_then_run_now_makes_it_done(
     if os.environ.get("ECHOMQ_DOCS_SCREENSHOT"):
         target = Path(__file__).resolve().parent.parent / "docs" / "img" / "admin-overview.png"
         shutil.copyfile(ARTIFACTS / "admin-overview.png", target)
+
+
+def test_the_lanes_page_shows_each_lanes_state_live_and_opens_its_jobs(
+        live_server, staff_login, browser_page, conn, queue):
+    page = browser_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    jobs = Jobs(conn)
+    payload = json.dumps({"job": "tests.testapp.jobs.add", "args": [1, 2], "kwargs": {}})
+    jobs.set_limits(queue, lane_concurrency=1, lane_rate=(1, 60_000))
+    ids = {}
+    for chat, n in (("chat-1", 4), ("chat-2", 3)):
+        for priority in range(n):
+            ids[chat, priority] = BrandedId.generate()
+            jobs.enqueue(queue, ids[chat, priority], payload, group=chat, priority=priority)
+    claims, _ = jobs.claim_many(queue, "host:1", 60_000, 2)
+    assert [c.group for c in claims] == ["chat-1", "chat-2"]
+    jobs.ack(queue, claims[0].job_id, claims[0].token)
+    # chat-1 has spent its token, chat-2 runs its one: nothing to claim.
+    assert jobs.claim(queue, "host:1", 60_000) is None
+    jobs.enqueue(queue, BrandedId.generate(), payload, group="chat-3")
+
+    log_in(page, live_server, *staff_login)
+    page.goto(f"{live_server.url}/admin/echomq_django/queue/{queue}/pending/")
+    page.click('a.emq-tab[data-set="lanes"]')
+    lanes = page.locator("#emq-lanes tbody tr")
+    expect(lanes).to_have_count(3)
+    assert lanes.evaluate_all("rows => rows.map(r => r.dataset.lane)") == [
+        "chat-1", "chat-2", "chat-3"]                    # busiest first
+    state = 'td[data-col="state"]'
+    expect(page.locator(f'tr[data-lane="chat-1"] {state}')).to_contain_text("rate-limited until")
+    expect(page.locator(f'tr[data-lane="chat-1"] {state}')).to_contain_text(
+        re.compile(r"in (\d+ s|1 min)"))
+    expect(page.locator(f'tr[data-lane="chat-2"] {state}')).to_contain_text("at cap")
+    expect(page.locator(f'tr[data-lane="chat-2"] td[data-col="running"]')).to_have_text("1")
+    expect(page.locator(f'tr[data-lane="chat-3"] {state}')).to_contain_text("ready")
+
+    # A busier lane appears at the top without a reload.
+    page.evaluate("window.__sameDocument = 'yes'")
+    for _ in range(5):
+        jobs.enqueue(queue, BrandedId.generate(), payload, group="chat-4")
+    expect(lanes.first).to_have_attribute("data-lane", "chat-4", timeout=10_000)
+    assert page.evaluate("window.__sameDocument") == "yes"
+    page.screenshot(path=str(ARTIFACTS / "admin-lanes.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+    # A lane's link opens its pending jobs, highest priority first.
+    page.click('tr[data-lane="chat-1"] th a')
+    expect(page.locator("#emq-lane")).to_have_text("chat-1")
+    rows = page.locator("#emq-rows tbody tr")
+    expect(rows).to_have_count(3)
+    # (The claim above took its priority-3 job.)
+    assert claims[0].job_id == ids["chat-1", 3]
+    assert rows.evaluate_all("rows => rows.map(r => r.dataset.job)") == [
+        ids["chat-1", 2], ids["chat-1", 1], ids["chat-1", 0]]
+    expect(rows.first.locator('td[data-col="priority"]')).to_have_text("2")
+    page.screenshot(path=str(ARTIFACTS / "admin-lane-pending.png"), full_page=True)

@@ -423,9 +423,10 @@ def test_promote_run_now_and_claim_skip_a_stale_member(conn, redis_client, queue
     claim = jobs.claim(queue, "w", 60_000)
     # Stale members: the id in schedule and again in pending, while it runs.
     redis_client.zadd(ks.schedule, {job_id: server_time_ms() - 1000})
-    # ... as a lane holds it: its set, the lanes index and the ring.
+    # ... as a lane holds it: its set, the lanes index and total, and the ring.
     redis_client.zadd(ks.pending, {job_id: 0})
     redis_client.zincrby(ks.lanes, 1, "")
+    redis_client.incr(ks.lanes_total)
     redis_client.zadd(ks.ring, {"": redis_client.incr(ks.turn)})
     row = redis_client.hgetall(ks.job(job_id))
     assert Actions(conn).run_now(queue, job_id) == "gone"
@@ -434,6 +435,7 @@ def test_promote_run_now_and_claim_skip_a_stale_member(conn, redis_client, queue
     assert jobs.claim(queue, "w2", 60_000) is None       # ... and off pending, unclaimed
     assert redis_client.hgetall(ks.job(job_id)) == row   # the running job is untouched
     assert redis_client.zcard(ks.schedule) == redis_client.zcard(ks.pending) == 0
+    assert redis_client.get(ks.lanes_total) == "0"
     assert jobs.ack(queue, job_id, claim.token) == "done"
 
 

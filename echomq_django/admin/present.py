@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from . import reads
 
-__all__ = ["fmt_ms", "span", "rel", "arguments", "activity_chart", "schedule_histogram", "UTC"]
+__all__ = ["fmt_ms", "span", "rel", "arguments", "limits", "lane_label", "activity_chart",
+           "schedule_histogram", "UTC"]
 
 UTC = dt.timezone.utc
 
@@ -58,6 +59,26 @@ def rel(ms: int | None, now_ms: int) -> str:
         return ""
     delta = ms - now_ms
     return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
+
+
+def limits(values: dict) -> list[str]:
+    """A queue's limits (as ``Queues.limits`` returns them) as short phrases,
+    ``["concurrency 10", "lane concurrency 1", "rate 5 per 1 s", "lane rate
+    1 per 1 min"]``; empty when it has none."""
+    out = []
+    for key, label in (("concurrency", "concurrency"), ("lane_concurrency", "lane concurrency")):
+        if values.get(key) is not None:
+            out.append(f"{label} {values[key]}")
+    for key, label in (("rate", "rate"), ("lane_rate", "lane rate")):
+        if values.get(key) is not None:
+            count, per_ms = values[key]
+            out.append(f"{label} {count} per {span(per_ms)}")
+    return out
+
+
+def lane_label(name: str | None) -> str:
+    """A lane's name as the pages show it: the group, or "(ungrouped)"."""
+    return name or "(ungrouped)"
 
 
 _ARGS = re.compile(r'"args"\s*:\s*\[?')

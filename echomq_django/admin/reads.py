@@ -5,14 +5,19 @@ Usage::
     from echomq_django.admin import reads
     view = reads.overview(conn, ["mail"])     # counts, charts, live processes
     page = reads.set_page(conn, "mail", "schedule", page=3)
+    page = reads.set_page(conn, "mail", "pending", lane="chat-1")   # one lane
+    lanes = reads.lanes_page(conn, "mail")    # the lanes, busiest first
     detail = reads.job_detail(conn, "mail", job_id)
 
 Every function issues a fixed number of commands whatever the size of the
-sets (docs/admin.md, "Scale"): counts are ZCARD and ZCOUNT, pages are
-``ZRANGE start stop`` by rank (O(log N + page) on a sorted set), rows come in
-one read-only script (``lua/admin/rows.lua``) that cuts each value short, and
-the per-minute counters are two MGETs per queue. Never KEYS, SCAN or a range
-over a whole set. Times are the server's (``TIME``), in Unix ms.
+sets and the number of lanes (docs/admin.md, "Scale"): counts are ZCARD,
+ZCOUNT and GET (a queue's pending jobs in every lane are the counter
+``emq:{q}:lanes_total`` the lane scripts keep), pages are ``ZRANGE start
+stop`` by rank (O(log N + page) on a sorted set), a page of lanes' states is
+four multi-member reads, rows come in one read-only script
+(``lua/admin/rows.lua``) that cuts each value short, and the per-minute
+counters are two MGETs per queue. Never KEYS, SCAN or a range over a whole
+set. Times are the server's (``TIME``), in Unix ms.
 
 Errors: ValueError for a bad queue or set name or page; ``redis.RedisError``
 for server failures.
@@ -30,17 +35,21 @@ from .. import rules
 from ..protocol import keyspace, scripts
 from ..protocol.clock import time_reply_ms
 from ..protocol.keyspace import Keyspace
+from ..protocol.queues import LIMIT_FIELDS, limits_from_fields
 from ..protocol.records import JobRow
 from ..repeat.definition import RepeatEntry
 
 __all__ = [
-    "SETS", "overview", "set_page", "job_detail", "job_exists",
-    "Overview", "QueueSummary", "WorkerInfo", "SetPage", "JobSummary", "RepeatSummary",
-    "JobDetail",
+    "SETS", "TABS", "overview", "set_page", "lanes_page", "job_detail", "job_exists",
+    "Overview", "QueueSummary", "WorkerInfo", "QueueHead", "SetPage", "JobSummary",
+    "RepeatSummary", "LanesPage", "LaneSummary", "JobDetail",
 ]
 
-#: The sets the browser shows, in the order of a job's life.
+#: The sets the browser shows, in the order of a job's life. "pending" is
+#: every lane's jobs; its page shows one lane at a time.
 SETS = ("pending", "schedule", "active", "dead", "repeat")
+#: A queue page's tabs: the sets, with the lanes after pending.
+TABS = ("pending", "lanes", "schedule", "active", "dead", "repeat")
 #: Most queues and most live processes the overview lists.
 MAX_QUEUES = 100
 MAX_WORKERS = 100
@@ -57,12 +66,17 @@ PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 #: Most bytes of a payload or error a list row carries.
 CUT_BYTES = 300
+#: Lanes per page on the lanes page: default and most.
+LANE_PAGE_SIZE = 50
+MAX_LANE_PAGE_SIZE = 200
+#: The busiest lanes a pending page offers to switch to.
+LANE_CHOICES = 10
 
 # The row fields a list page reads (lua/admin/rows.lua returns them in this order,
 # then the job's path and the last line of last_error).
 _ROW_FIELDS = ("state", "attempts", "stalls", "enqueued_at_ms", "run_at_ms", "started_at_ms",
                "finished_at_ms", "failed_at_ms", "lease_until_ms", "consumer", "reason",
-               "last_error", "cancel_requested", "repeat", "payload")
+               "last_error", "cancel_requested", "repeat", "group", "priority", "payload")
 
 
 def _int(value: Any) -> int | None:
@@ -71,15 +85,42 @@ def _int(value: Any) -> int | None:
     return int(float(scripts.decode(value)))
 
 
+def _counts(pipe, ks: Keyspace) -> None:
+    """Queue on ``pipe`` the commands that count a queue's tabs, in TABS
+    order (len(TABS) commands): pending is the GET of ``lanes_total`` (every
+    lane's jobs; a ZCARD per lane would grow with the lanes), lanes the
+    ZCARD of the lanes index, the other sets their ZCARD."""
+    for name in TABS:
+        if name == "pending":
+            pipe.get(ks.lanes_total)
+        else:
+            pipe.zcard(getattr(ks, name))
+
+
+def _read_counts(replies: list) -> dict[str, int]:
+    # The counter can only be off after a manual write to the keys; never
+    # show a negative count.
+    return {name: max(0, _int(value) or 0) for name, value in zip(TABS, replies)}
+
+
+def _read_limits(values: list) -> dict:
+    """An HMGET of LIMIT_FIELDS as Queues.limits returns them."""
+    return limits_from_fields({name: scripts.decode(v) for name, v in zip(LIMIT_FIELDS, values)
+                               if v is not None})
+
+
 # -- overview ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class QueueSummary:
-    """One queue on the overview. ``done``/``failed``: jobs per minute, oldest
-    first, the last entry being the current minute; ``upcoming``: scheduled
-    jobs per BUCKET_MS bucket over the next hour; ``overdue``: scheduled jobs
-    already due (the metronome has not promoted them yet)."""
+    """One queue on the overview. ``pending``: jobs waiting in every lane
+    (``emq:{q}:lanes_total``); ``lanes``: lanes with work; ``limits``: as
+    :meth:`Queues.limits <echomq_django.protocol.queues.Queues.limits>`
+    returns them; ``done``/``failed``: jobs per minute, oldest first, the
+    last entry being the current minute; ``upcoming``: scheduled jobs per
+    BUCKET_MS bucket over the next hour; ``overdue``: scheduled jobs already
+    due (the metronome has not promoted them yet)."""
 
     name: str
     pending: int
@@ -87,6 +128,8 @@ class QueueSummary:
     active: int
     dead: int
     repeat: int
+    lanes: int
+    limits: dict
     paused_at_ms: int | None
     done: list[int]
     failed: list[int]
@@ -129,8 +172,9 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
     live processes announce; and the live processes.
 
     Two round trips: TIME with the two announcement sets (newest
-    MAX_QUEUES / MAX_WORKERS members), then one pipeline of 21 commands per
-    queue plus one HGETALL per live process.
+    MAX_QUEUES / MAX_WORKERS members), then one pipeline of 23 commands per
+    queue (:func:`_counts`' 6, the limits, the paused mark, two MGETs and 13
+    ZCOUNTs) plus one HGETALL per live process.
     """
     pipe = conn.pipeline(transaction=False)
     pipe.time()
@@ -151,8 +195,8 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
     pipe = conn.pipeline(transaction=False)
     for name in names:
         ks = Keyspace(name)
-        for set_name in SETS:
-            pipe.zcard(getattr(ks, set_name))
+        _counts(pipe, ks)
+        pipe.hmget(ks.limits, LIMIT_FIELDS)
         pipe.get(ks.paused)
         pipe.mget([ks.stats("done", m) for m in minutes])
         pipe.mget([ks.stats("failed", m) for m in minutes])
@@ -163,16 +207,18 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
         pipe.hgetall(keyspace.worker(worker_id))
     replies = pipe.execute()
 
-    per_queue = len(SETS) + 4 + BUCKETS
+    n_counts = len(TABS)
+    per_queue = n_counts + 5 + BUCKETS
     queues = []
     for i, name in enumerate(names):
         r = replies[i * per_queue:(i + 1) * per_queue]
-        counts = [int(c) for c in r[:len(SETS)]]
-        paused, done, failed, overdue = r[len(SETS):len(SETS) + 4]
+        counts = _read_counts(r[:n_counts])
+        limits, paused, done, failed, overdue = r[n_counts:n_counts + 5]
         queues.append(QueueSummary(
-            name, *counts, paused_at_ms=_int(paused),
+            name, counts["pending"], counts["schedule"], counts["active"], counts["dead"],
+            counts["repeat"], counts["lanes"], _read_limits(limits), paused_at_ms=_int(paused),
             done=[_int(v) or 0 for v in done], failed=[_int(v) or 0 for v in failed],
-            overdue=int(overdue), upcoming=[int(c) for c in r[len(SETS) + 4:]],
+            overdue=int(overdue), upcoming=[int(c) for c in r[n_counts + 5:]],
             configured=name in configured, served=name in served))
     workers = []
     for worker_id, raw in zip(worker_ids, replies[len(names) * per_queue:]):
@@ -193,10 +239,12 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
 @dataclass(frozen=True)
 class JobSummary:
     """One job as a list row: ``score_ms`` is its score in the set (run-at,
-    lease deadline or time of death; 0 in pending); text values are cut to
-    CUT_BYTES. ``exists`` is False for a member whose row has expired.
+    lease deadline or time of death; -priority in a lane); text values are
+    cut to CUT_BYTES. ``exists`` is False for a member whose row has expired.
     ``error`` is the last line of the whole ``last_error`` that is not blank
-    (a traceback's ``ExceptionClass: message``), cut to CUT_BYTES."""
+    (a traceback's ``ExceptionClass: message``), cut to CUT_BYTES.
+    ``group`` is the job's lane (None: the ungrouped lane) and ``priority``
+    its priority in it (-100..100, higher first)."""
 
     job_id: str
     score_ms: int
@@ -218,6 +266,8 @@ class JobSummary:
     repeat: str | None
     payload: str | None
     error: str | None = None
+    group: str | None = None
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -232,19 +282,20 @@ class RepeatSummary:
 
 
 @dataclass(frozen=True)
-class SetPage:
+class QueueHead:
+    """What every page of one queue shows above its list, read with the page:
+    the server's now, the tabs' counts (``counts``, keyed by TABS: pending
+    is every lane's jobs, lanes the lanes with work), the paused mark, when
+    a live runechomq process last announced it serves the queue, and its
+    limits (as :meth:`Queues.limits
+    <echomq_django.protocol.queues.Queues.limits>` returns them)."""
+
     queue: str
-    set_name: str
     now_ms: int
-    total: int
-    page: int
-    per_page: int
-    #: Every set's size (ZCARD) and the paused mark, read with the page.
-    counts: dict[str, int] = field(default_factory=dict)
-    paused_at_ms: int | None = None
-    rows: list = field(default_factory=list)
-    #: When a runechomq process last announced that it serves the queue (ms).
-    announced_at_ms: int | None = None
+    counts: dict[str, int]
+    paused_at_ms: int | None
+    announced_at_ms: int | None
+    limits: dict
 
     @property
     def served(self) -> bool:
@@ -253,8 +304,37 @@ class SetPage:
 
     @property
     def holds_nothing(self) -> bool:
-        """No set holds anything and the queue is not paused."""
-        return not any(self.counts.values()) and self.paused_at_ms is None
+        """No set or lane holds anything, the queue is not paused and has no
+        limits."""
+        return (not any(self.counts.values()) and self.paused_at_ms is None
+                and not any(self.limits.values()))
+
+
+#: Commands :func:`_head` queues: TIME, the tab counts, the paused mark, the
+#: announcement and the limits.
+_HEAD_COMMANDS = 1 + len(TABS) + 3
+
+
+def _head(pipe, ks: Keyspace) -> None:
+    pipe.time()
+    _counts(pipe, ks)
+    pipe.get(ks.paused)
+    pipe.zscore(keyspace.QUEUES, ks.queue)
+    pipe.hmget(ks.limits, LIMIT_FIELDS)
+
+
+def _read_head(ks: Keyspace, replies: list) -> QueueHead:
+    time_reply, *counts, paused, announced, limits = replies
+    return QueueHead(ks.queue, time_reply_ms(time_reply), _read_counts(counts), _int(paused),
+                     int(announced) if announced is not None else None, _read_limits(limits))
+
+
+class _Paged:
+    """Pager arithmetic for a page of ``total`` items, ``per_page`` a page."""
+
+    total: int
+    page: int
+    per_page: int
 
     @property
     def pages(self) -> int:
@@ -265,47 +345,83 @@ class SetPage:
         return (self.page - 1) * self.per_page
 
 
-def _check_page(page: object, per_page: object) -> tuple[int, int]:
+@dataclass(frozen=True)
+class SetPage(_Paged):
+    """One page of one set. For pending, one lane's page: ``lane`` names it
+    (None: the ungrouped lane), ``total`` is that lane's size, and
+    ``lane_choices`` lists the busiest lanes (name, jobs waiting), at most
+    LANE_CHOICES, '' being the ungrouped lane."""
+
+    head: QueueHead
+    set_name: str
+    total: int
+    page: int
+    per_page: int
+    rows: list = field(default_factory=list)
+    lane: str | None = None
+    lane_choices: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def queue(self) -> str:
+        return self.head.queue
+
+    @property
+    def now_ms(self) -> int:
+        return self.head.now_ms
+
+
+def _check_page(page: object, per_page: object, most: int = MAX_PAGE_SIZE) -> tuple[int, int]:
     try:
         return (rules.check_int("page", page, 1, 10**9),
-                rules.check_int("per_page", per_page, 1, MAX_PAGE_SIZE))
+                rules.check_int("per_page", per_page, 1, most))
     except TypeError as err:
         raise ValueError(str(err)) from None
 
 
 def set_page(conn, queue: str, set_name: str, page: int = 1,
-             per_page: int = PAGE_SIZE) -> SetPage:
-    """One page of a set, in the set's order: pending in claim order, schedule
-    by run-at, active by lease deadline, repeat by next run (all ascending),
-    dead newest first.
+             per_page: int = PAGE_SIZE, lane: str | None = None) -> SetPage:
+    """One page of a set, in the set's order: a pending lane in claim order
+    (highest priority first, then mint order), schedule by run-at, active by
+    lease deadline, repeat by next run (all ascending), dead newest first.
+    ``lane`` picks the pending page's lane (a group's name; None: the
+    ungrouped lane).
 
-    Two round trips: TIME, the five sets' ZCARD, the paused mark, the queue's
-    last announcement by a live process and ``ZRANGE start stop`` in one
-    pipeline;
-    then the rows in one ``admin/rows`` script (or one HGETALL per schedule
-    record for repeat, pipelined).
+    Two round trips: the queue's head (TIME, the tab counts, the paused mark,
+    the queue's last announcement, the limits), for pending the lane's ZCARD
+    and the LANE_CHOICES busiest lanes, and ``ZRANGE start stop`` in one
+    pipeline; then the rows in one ``admin/rows`` script (or one HGETALL per
+    schedule record for repeat, pipelined).
 
-    Raises ValueError for a bad queue, set name, page or per_page.
+    Raises ValueError for a bad queue, set name, page, per_page or lane, or
+    a lane given for a set other than pending.
     """
     ks = Keyspace(queue)
     if set_name not in SETS:
         raise ValueError(f"set must be one of {SETS}, got {set_name!r}")
     page, per_page = _check_page(page, per_page)
-    key = getattr(ks, set_name)
+    try:
+        lane = rules.check_group(lane)
+    except TypeError as err:
+        raise ValueError(str(err)) from None
+    if lane is not None and set_name != "pending":
+        raise ValueError(f"only pending has lanes, got lane {lane!r} for {set_name}")
+    key = ks.lane_pending(lane) if set_name == "pending" else getattr(ks, set_name)
     start = (page - 1) * per_page
     pipe = conn.pipeline(transaction=False)
-    pipe.time()
-    for name in SETS:
-        pipe.zcard(getattr(ks, name))
-    pipe.get(ks.paused)
-    pipe.zscore(keyspace.QUEUES, queue)
+    _head(pipe, ks)
+    if set_name == "pending":
+        pipe.zcard(key)
+        pipe.zrange(ks.lanes, 0, LANE_CHOICES - 1, desc=True, withscores=True)
     pipe.zrange(key, start, start + per_page - 1, desc=set_name == "dead", withscores=True)
-    time_reply, *sizes, paused, announced, members = pipe.execute()
-    counts = {name: int(size) for name, size in zip(SETS, sizes)}
-    members = [(scripts.decode(m), int(score)) for m, score in members]
-    result = SetPage(queue, set_name, time_reply_ms(time_reply), counts[set_name], page, per_page,
-                     counts, _int(paused),
-                     announced_at_ms=int(announced) if announced is not None else None)
+    replies = pipe.execute()
+    head = _read_head(ks, replies[:_HEAD_COMMANDS])
+    members = [(scripts.decode(m), int(score)) for m, score in replies[-1]]
+    if set_name == "pending":
+        total = int(replies[_HEAD_COMMANDS])
+        choices = [(scripts.decode(m), int(score)) for m, score in replies[_HEAD_COMMANDS + 1]]
+    else:
+        total, choices = head.counts[set_name], []
+    result = SetPage(head, set_name, total, page, per_page, lane=lane, lane_choices=choices)
     if set_name == "repeat":
         result.rows.extend(_repeat_rows(conn, ks, members))
     elif members:
@@ -329,7 +445,8 @@ def _job_rows(conn, ks: Keyspace, members: list[tuple[str, int]]) -> list[JobSum
             failed_at_ms=_int(v["failed_at_ms"]), lease_until_ms=_int(v["lease_until_ms"]),
             consumer=v["consumer"], reason=v["reason"], last_error=v["last_error"],
             cancel_requested=v["cancel_requested"] == "1", repeat=v["repeat"],
-            payload=v["payload"], error=values[len(_ROW_FIELDS) + 1]))
+            payload=v["payload"], error=values[len(_ROW_FIELDS) + 1],
+            group=v["group"] or None, priority=_int(v["priority"]) or 0))
     return rows
 
 
@@ -353,6 +470,103 @@ def _repeat_rows(conn, ks: Keyspace, members: list[tuple[str, int]]) -> list[Rep
     return rows
 
 
+# -- lanes -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaneSummary:
+    """One lane on the lanes page. ``name`` '' is the ungrouped lane;
+    ``pending`` its jobs waiting (its score in the lanes index); ``running``
+    its group's jobs running now (None for the ungrouped lane, whose running
+    jobs are not counted apart from the queue's active set). ``state``:
+    ``ready`` (in the ring: served in its turn), ``at cap`` (at the lane
+    concurrency limit), ``rate-limited`` (out of tokens; ``due_ms`` is when
+    its next token is due, server ms), or ``emptied`` (in none of the three:
+    its work was claimed between the page's two reads)."""
+
+    name: str
+    pending: int
+    running: int | None
+    state: str
+    due_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class LanesPage(_Paged):
+    """One page of a queue's lanes, busiest first. ``total``: lanes with
+    work; ``ready``, ``capped``, ``waiting``: how many are in the ring, at
+    their cap, rate-limited."""
+
+    head: QueueHead
+    total: int
+    page: int
+    per_page: int
+    ready: int
+    capped: int
+    waiting: int
+    rows: list[LaneSummary] = field(default_factory=list)
+
+    @property
+    def queue(self) -> str:
+        return self.head.queue
+
+    @property
+    def now_ms(self) -> int:
+        return self.head.now_ms
+
+
+def lanes_page(conn, queue: str, page: int = 1, per_page: int = LANE_PAGE_SIZE) -> LanesPage:
+    """One page of ``queue``'s lanes with work, busiest first (most jobs
+    waiting; ties in reverse name order), each with its jobs waiting, its
+    running jobs and its state (docs/admin.md, "Lanes").
+
+    Two round trips whatever the number of lanes and jobs: the queue's head,
+    the sizes of the ring, the capped set and the waiting set, and
+    ``ZRANGE lanes start stop REV WITHSCORES`` in one pipeline; then, for
+    the lanes on the page, one HMGET of ``lane_active``, one ZMSCORE of the
+    ring, one SMISMEMBER of ``capped`` and one ZMSCORE of ``waiting``.
+
+    Raises ValueError for a bad queue name, page or per_page.
+    """
+    ks = Keyspace(queue)
+    page, per_page = _check_page(page, per_page, MAX_LANE_PAGE_SIZE)
+    start = (page - 1) * per_page
+    pipe = conn.pipeline(transaction=False)
+    _head(pipe, ks)
+    pipe.zcard(ks.ring)
+    pipe.scard(ks.capped)
+    pipe.zcard(ks.waiting)
+    pipe.zrange(ks.lanes, start, start + per_page - 1, desc=True, withscores=True)
+    replies = pipe.execute()
+    head = _read_head(ks, replies[:_HEAD_COMMANDS])
+    ready, capped, waiting, members = replies[_HEAD_COMMANDS:]
+    result = LanesPage(head, head.counts["lanes"], page, per_page, int(ready), int(capped),
+                       int(waiting))
+    lanes = [(scripts.decode(m), int(score)) for m, score in members]
+    if not lanes:
+        return result
+    names = [name for name, _ in lanes]
+    pipe = conn.pipeline(transaction=False)
+    pipe.hmget(ks.lane_active, names)
+    pipe.zmscore(ks.ring, names)
+    pipe.smismember(ks.capped, names)
+    pipe.zmscore(ks.waiting, names)
+    running, in_ring, in_capped, due = pipe.execute()
+    for (name, pending), run, turn, cap, due_ms in zip(lanes, running, in_ring, in_capped, due):
+        if turn is not None:
+            state = "ready"
+        elif cap:
+            state = "at cap"
+        elif due_ms is not None:
+            state = "rate-limited"
+        else:
+            state = "emptied"
+        result.rows.append(LaneSummary(
+            name, pending, None if name == "" else _int(run) or 0, state,
+            int(due_ms) if due_ms is not None else None))
+    return result
+
+
 # -- one job -----------------------------------------------------------------
 
 
@@ -370,7 +584,9 @@ class JobDetail:
 
 def job_detail(conn, queue: str, job_id: str) -> JobDetail | None:
     """The job's row, its sets and its expiry in one pipeline, or None when
-    the row does not exist. Raises ValueError for a bad queue name."""
+    the row does not exist; for a job with a group, one ZSCORE more finds it
+    in its lane (``sets["pending"]`` is its score there, -priority).
+    Raises ValueError for a bad queue name."""
     ks = Keyspace(queue)
     pipe = conn.pipeline(transaction=False)
     pipe.time()
@@ -383,6 +599,8 @@ def job_detail(conn, queue: str, job_id: str) -> JobDetail | None:
         return None
     row = JobRow.from_hash(queue, job_id,
                            scripts.decode_hash(raw))
+    if row.group:
+        scores[0] = conn.zscore(ks.lane_pending(row.group), job_id)
     sets = {s: int(score) for s, score in zip(SETS[:4], scores) if score is not None}
     return JobDetail(time_reply_ms(time_reply), row, sets, int(ttl) if int(ttl) >= 0 else None)
 

@@ -10,6 +10,7 @@ with the views of :mod:`.views` and :mod:`.dispatch`, each wrapped by the site's
 - ``<admin>/echomq_django/queue/``: the overview
 - ``<admin>/echomq_django/queue/<queue>/<set>/``: one set (pending, schedule,
   active, dead, repeat)
+- ``<admin>/echomq_django/queue/<queue>/lanes/``: the queue's lanes
 - ``<admin>/echomq_django/queue/<queue>/job/<job_id>/``: one job
 - ``<admin>/echomq_django/queue/<queue>/action/<action>/``: POST only
 
@@ -47,6 +48,7 @@ class QueueAdmin(admin.ModelAdmin):
                     name="echomq_django_action"),
             re_path(rf"^{_QUEUE}/(?P<set_name>pending|schedule|active|dead|repeat)/$",
                     wrap(self.set_view), name="echomq_django_set"),
+            re_path(rf"^{_QUEUE}/lanes/$", wrap(self.lanes_view), name="echomq_django_lanes"),
         ]
 
     def overview_view(self, request):
@@ -54,6 +56,9 @@ class QueueAdmin(admin.ModelAdmin):
 
     def set_view(self, request, queue, set_name):
         return views.set_view(request, self, queue, set_name)
+
+    def lanes_view(self, request, queue):
+        return views.lanes_view(request, self, queue)
 
     def job_view(self, request, queue, job_id):
         return views.job(request, self, queue, job_id)

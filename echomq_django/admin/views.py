@@ -1,5 +1,6 @@
 """The admin dashboard's pages: the overview, one set browser for every set,
-and the job detail (docs/admin.md). The actions' views are :mod:`.dispatch`.
+a queue's lanes, and the job detail (docs/admin.md). The actions' views are
+:mod:`.dispatch`.
 
 They are mounted by :class:`echomq_django.admin.site.QueueAdmin` inside the admin
 site, so ``admin_view`` sends anonymous users to the admin login and applies
@@ -16,6 +17,7 @@ every couple of seconds.
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from django.contrib import messages
@@ -28,7 +30,8 @@ from .. import rules
 from ..conf import get_config
 from ..connection import get_connection
 from . import reads
-from .present import UTC, activity_chart, arguments, fmt_ms, rel, schedule_histogram, span
+from .present import (UTC, activity_chart, arguments, fmt_ms, lane_label, limits, rel,
+                      schedule_histogram, span)
 
 #: How often the pages refresh themselves (ms); the template hands it to live.js.
 REFRESH_MS = 2000
@@ -81,6 +84,37 @@ def set_url(queue: str, set_name: str) -> str:
     return reverse("admin:echomq_django_set", args=[queue, set_name])
 
 
+def lane_url(queue: str, lane: str | None) -> str:
+    """The pending page of one lane (the ungrouped lane: the pending page)."""
+    url = set_url(queue, "pending")
+    return f"{url}?{urlencode({'lane': lane})}" if lane else url
+
+
+def lanes_url(queue: str) -> str:
+    return reverse("admin:echomq_django_lanes", args=[queue])
+
+
+def _tab_url(queue: str, name: str) -> str:
+    return lanes_url(queue) if name == "lanes" else set_url(queue, name)
+
+
+def _queue_head(queue: str, head: reads.QueueHead, current: str) -> dict:
+    """The context of the head every queue page shares
+    (``_queue_head.html``): the status line, the limits and the tabs."""
+    # Staff may open any queue by name; one that is not configured, not served
+    # and holds nothing is a typo or a queue gone, not an empty queue.
+    unknown = head.holds_nothing and not head.served and queue not in get_config().queues
+    return {
+        "head": head,
+        "unknown": unknown,
+        "paused_for": rel(head.paused_at_ms, head.now_ms) if head.paused_at_ms else "",
+        "limits": limits(head.limits),
+        "tabs": [{"name": t, "count": head.counts[t], "url": _tab_url(queue, t),
+                  "current": t == current} for t in reads.TABS],
+        "now": fmt_ms(head.now_ms),
+    }
+
+
 def job_url(queue: str, job_id: str) -> str:
     return reverse("admin:echomq_django_job", args=[queue, job_id])
 
@@ -107,6 +141,8 @@ def overview(request, model_admin):
         "chart": activity_chart(q, data.now_ms),
         "histogram": schedule_histogram(q),
         "paused_for": rel(q.paused_at_ms, data.now_ms) if q.paused else "",
+        "limits": limits(q.limits),
+        "lanes_url": lanes_url(q.name),
     } for q in data.queues]
     workers = [{
         "w": w,
@@ -128,9 +164,25 @@ def _int_param(request, name: str, default: int, high: int) -> int:
     return min(max(value, 1), high)
 
 
+def _pager(base: str, query: dict, page: int, data) -> dict:
+    def at(number):
+        return f"{base}?{urlencode({**query, 'page': number})}"
+
+    return {
+        "prev": at(page - 1) if page > 1 else "",
+        "next": at(page + 1) if page < data.pages else "",
+        "first": at(1) if page > 1 else "",
+        "last": at(data.pages) if page < data.pages else "",
+        "from": data.first_index + 1 if data.rows else 0,
+        "to": data.first_index + len(data.rows),
+    }
+
+
 def set_view(request, model_admin, queue: str, set_name: str):
     """One page of one set (the same view and template for all five).
-    ``?page=N`` pages by rank; ``?id=<job id>`` opens that job's detail."""
+    ``?page=N`` pages by rank; ``?id=<job id>`` opens that job's detail;
+    on pending, ``?lane=<group>`` shows that lane (default: the ungrouped
+    lane)."""
     require_view(request, model_admin)
     queue = queue_or_404(queue)
     if set_name not in reads.SETS:
@@ -142,13 +194,15 @@ def set_view(request, model_admin, queue: str, set_name: str):
             return HttpResponseRedirect(job_url(queue, wanted))
         messages.error(request, f"No job {wanted} in queue {queue} (never existed, or expired).")
         return HttpResponseRedirect(request.path)
+    lane = request.GET.get("lane", "").strip() if set_name == "pending" else ""
+    try:
+        lane = rules.check_group(lane or None)
+    except ValueError:
+        raise Http404(f"no lane {lane!r}") from None
     page = _int_param(request, "page", 1, 10**9)
     per_page = _int_param(request, "per_page", reads.PAGE_SIZE, reads.MAX_PAGE_SIZE)
-    data = reads.set_page(conn, queue, set_name, page, per_page)
+    data = reads.set_page(conn, queue, set_name, page, per_page, lane=lane)
     now = data.now_ms
-    # Staff may open any queue by name; one that is not configured, not served
-    # and holds nothing is a typo or a queue gone, not an empty queue.
-    unknown = data.holds_nothing and not data.served and queue not in get_config().queues
     rows = []
     for r in data.rows:
         if set_name == "repeat":
@@ -180,24 +234,45 @@ def set_view(request, model_admin, queue: str, set_name: str):
                 # A branded id may wrap between its time and its counter.
                 "id_head": r.job_id[:13], "id_tail": r.job_id[13:],
                 "url": job_url(queue, r.job_id),
+                "lane_url": lane_url(queue, r.group) if r.group else "",
             })
-    base = request.path
-    pager = {
-        "prev": f"{base}?page={page - 1}" if page > 1 else "",
-        "next": f"{base}?page={page + 1}" if page < data.pages else "",
-        "first": f"{base}?page=1" if page > 1 else "",
-        "last": f"{base}?page={data.pages}" if page < data.pages else "",
-        "from": data.first_index + 1 if data.rows else 0,
-        "to": data.first_index + len(data.rows),
-    }
-    tabs = [{"name": s, "count": data.counts[s], "url": set_url(queue, s),
-             "current": s == set_name} for s in reads.SETS]
+    choices = [{"name": name, "label": lane_label(name), "count": count,
+                "url": lane_url(queue, name), "current": name == (lane or "")}
+               for name, count in data.lane_choices]
     return _render(request, model_admin, "admin/echomq_django/set.html",
                    "admin/echomq_django/_set.html", f"{queue}: {set_name}", {
+                       **_queue_head(queue, data.head, set_name),
                        "queue": queue, "set_name": set_name, "data": data, "rows": rows,
-                       "pager": pager, "tabs": tabs, "unknown": unknown,
-                       "paused_for": rel(data.paused_at_ms, now) if data.paused_at_ms else "",
-                       "now": fmt_ms(now),
+                       "pager": _pager(request.path, {"lane": lane} if lane else {}, page, data),
+                       "lane": lane, "lane_label": lane_label(lane), "lane_choices": choices,
+                       "more_lanes": data.head.counts["lanes"] - len(choices),
+                       "ungrouped_listed": any(c["name"] == "" for c in choices),
+                       "lanes_url": lanes_url(queue),
+                   })
+
+
+def lanes_view(request, model_admin, queue: str):
+    """One page of a queue's lanes, busiest first (``?page=N``), each with
+    its jobs waiting, running jobs, state and a link to its pending jobs."""
+    require_view(request, model_admin)
+    queue = queue_or_404(queue)
+    page = _int_param(request, "page", 1, 10**9)
+    per_page = _int_param(request, "per_page", reads.LANE_PAGE_SIZE, reads.MAX_LANE_PAGE_SIZE)
+    data = reads.lanes_page(get_connection(), queue, page, per_page)
+    now = data.now_ms
+    rows = [{
+        "l": lane,
+        "label": lane_label(lane.name),
+        "url": lane_url(queue, lane.name),
+        "due": fmt_ms(lane.due_ms),
+        "due_rel": rel(lane.due_ms, now),
+        "due_past": lane.due_ms is not None and lane.due_ms <= now,
+    } for lane in data.rows]
+    return _render(request, model_admin, "admin/echomq_django/lanes.html",
+                   "admin/echomq_django/_lanes.html", f"{queue}: lanes", {
+                       **_queue_head(queue, data.head, "lanes"),
+                       "queue": queue, "data": data, "rows": rows,
+                       "pager": _pager(request.path, {}, page, data),
                    })
 
 
@@ -239,8 +314,12 @@ def job(request, model_admin, queue: str, job_id: str):
                        "queue": queue, "job_id": job_id, "row": row, "detail": detail,
                        "payload": payload, "result": result, "timeline": timeline,
                        "fields": fields,
-                       "sets": [(s, fmt_ms(score) if s != "pending" else "")
+                       "sets": [(s, lane_url(queue, row.group) if s == "pending"
+                                 else set_url(queue, s),
+                                 fmt_ms(score) if s != "pending" else "")
                                 for s, score in detail.sets.items()],
+                       "lane": lane_label(row.group),
+                       "lane_url": lane_url(queue, row.group),
                        "ttl": span(detail.ttl_ms) if detail.ttl_ms is not None else "",
                        "now": fmt_ms(now),
                    })

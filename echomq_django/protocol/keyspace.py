@@ -113,6 +113,12 @@ class Keyspace:
         return self.base + "lanes"
 
     @property
+    def lanes_total(self) -> str:
+        """STRING: jobs waiting in every lane, the sum of :attr:`lanes`' scores
+        (kept by the same two Lua functions; the admin's pending count)."""
+        return self.base + "lanes_total"
+
+    @property
     def ring(self) -> str:
         """ZSET lane -> turn: the ready lanes, served lowest turn first."""
         return self.base + "ring"

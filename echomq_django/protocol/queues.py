@@ -12,7 +12,29 @@ from .. import rules
 from . import scripts
 from .keyspace import WAKE_CAP, Keyspace
 
-__all__ = ["Queues"]
+#: The fields of ``emq:{q}:limits`` (lua/queues/set_limits.lua writes them).
+LIMIT_FIELDS = ("concurrency", "lane_concurrency", "rate_count", "rate_per_ms",
+                "lane_rate_count", "lane_rate_per_ms")
+
+__all__ = ["Queues", "LIMIT_FIELDS", "limits_from_fields"]
+
+
+def limits_from_fields(raw: dict) -> dict:
+    """Type the fields of a limits hash (str -> str, absent = no limit) as
+    :meth:`Queues.limits` returns them: ``{"concurrency": int | None,
+    "lane_concurrency": int | None, "rate": (count, per_ms) | None,
+    "lane_rate": (count, per_ms) | None}``."""
+
+    def num(key):
+        value = raw.get(key)
+        return int(value) if value not in (None, "") else None
+
+    def rate(prefix):
+        count, per = num(f"{prefix}_count"), num(f"{prefix}_per_ms")
+        return None if count is None or per is None else (count, per)
+
+    return {"concurrency": num("concurrency"), "lane_concurrency": num("lane_concurrency"),
+            "rate": rate("rate"), "lane_rate": rate("lane_rate")}
 
 
 class Queues:
@@ -68,14 +90,4 @@ class Queues:
     def limits(self, queue: str) -> dict:
         """``queue``'s limits: ``{"concurrency": int | None, "lane_concurrency":
         int | None, "rate": (count, per_ms) | None, "lane_rate": ... | None}``."""
-        raw = scripts.decode_hash(self.conn.hgetall(Keyspace(queue).limits))
-
-        def num(key):
-            return int(raw[key]) if key in raw else None
-
-        def rate(prefix):
-            count, per = num(f"{prefix}_count"), num(f"{prefix}_per_ms")
-            return None if count is None else (count, per)
-
-        return {"concurrency": num("concurrency"), "lane_concurrency": num("lane_concurrency"),
-                "rate": rate("rate"), "lane_rate": rate("lane_rate")}
+        return limits_from_fields(scripts.decode_hash(self.conn.hgetall(Keyspace(queue).limits)))

@@ -4,6 +4,9 @@
 --   base .. 'pending'              the lane of ungrouped jobs ('' below)
 --   base .. 'g:<group>:pending'    a group's lane (seed 001's key)
 --   base .. 'lanes'       ZSET lane -> jobs waiting in it; every lane with work
+--   base .. 'lanes_total' STRING jobs waiting in every lane: the sum of the
+--                         scores of 'lanes', kept beside it so the admin
+--                         reads the queue's pending count in one GET
 --   base .. 'ring'        ZSET lane -> turn: the ready lanes, lowest turn first
 --   base .. 'turn'        STRING the turn counter
 --   base .. 'capped'      SET lanes at their concurrency cap, with work waiting
@@ -40,9 +43,11 @@ end
 
 -- lane_admit(base, lane, id, priority): id joins its lane (score -priority:
 -- ZPOPMIN serves the highest priority first, then mint order); a lane that
--- had no work joins the ring at the back.
+-- had no work joins the ring at the back. lane_admit and lane_left are the
+-- only places that count jobs in and out of 'lanes' and 'lanes_total'.
 local function lane_admit(base, lane, id, priority)
   if redis.call('ZADD', lane_pending(base, lane), -priority, id) == 1 then
+    redis.call('INCR', base .. 'lanes_total')
     if tonumber(redis.call('ZINCRBY', base .. 'lanes', 1, lane)) == 1 then
       redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
     end
@@ -53,7 +58,13 @@ end
 -- work leaves the ring, the capped set and the waiting set. Returns whether
 -- it still has work.
 local function lane_left(base, lane)
-  if tonumber(redis.call('ZINCRBY', base .. 'lanes', -1, lane)) > 0 then
+  local left = tonumber(redis.call('ZINCRBY', base .. 'lanes', -1, lane))
+  if left >= 0 then
+    -- The lane counted this job, so did the total (a lane that was not
+    -- counted comes back at -1 and is removed below: nothing to take off).
+    redis.call('DECR', base .. 'lanes_total')
+  end
+  if left > 0 then
     return true
   end
   redis.call('ZREM', base .. 'lanes', lane)

@@ -60,6 +60,15 @@ ECHOMQ = {
     "URL": os.environ.get("ECHOMQ_URL", "embedded"),
     "QUEUES": ["cm.notify"],
     "SHUTDOWN_GRACE_MS": 5000,
+    # Seed 004's notification worker: about 30 sends a second in all, about 1
+    # a second per chat, one send per chat at a time. The global rate is one
+    # token every 34 ms (a bucket of 1), so no second ever holds more than 30;
+    # (30, 1_000) would allow a burst of 30 on top of the refill.
+    "QUEUE_LIMITS": {"cm.notify": {
+        "rate": (1, 34),
+        "lane_rate": (1, 1_000),
+        "lane_concurrency": 1,
+    }},
 }
 
 LOGGING = {

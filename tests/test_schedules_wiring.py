@@ -2,6 +2,7 @@
 runechomq's boot; bad declarations fail the system check; the example works."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,14 +111,27 @@ def test_the_example_project_runs_end_to_end(valkey_url):
     out = subprocess.run([sys.executable, "manage.py", "workshop"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "all 9 jobs reached their expected final state" in out.stdout
+    assert ("all 52 jobs reached their expected final state, every figure within its limit"
+            in out.stdout)
+    # The figures the issue names, read back from the table and held to the
+    # example's limits (settings.py: 1 per 34 ms, 1 per 1,000 ms per chat, 1 at once).
+    figures = dict(re.findall(r"^  (sends .+?)\s{2,}(\d+)\s+\d+  \(", out.stdout, re.M))
+    assert 0 < int(figures["sends started in any 1 s, all chats"]) <= 30, out.stdout
+    assert int(figures["sends started in any 1 s, one chat"]) == 1, out.stdout
+    assert int(figures["sends of one chat running at once"]) == 1, out.stdout
+    assert re.search(r"^  longest a chat waited behind the room burst \(ms\)\s+\d+", out.stdout,
+                     re.M), out.stdout
+    assert re.search(r"burst: 6 notices to room RMM-\w+ at once: 6 delivered; [1-9]\d* "
+                     r"deferral", out.stdout), out.stdout
+    assert "broadcast: 'Round over' to 40 players' chats, queued behind the burst: 40 delivered" \
+        in out.stdout
     assert "standings_digest (daily cron, run now)" in out.stdout
     # The digest read the leaderboard: each player's best of two guesses.
     assert "out of 600): USR-ada 100%, USR-bo 77%, USR-cy 47%" in out.stdout
     assert "runechomq stopped on SIGTERM with exit code 0" in out.stdout
     # Every time column of the table says its zone.
     header = next(line for line in out.stdout.splitlines() if line.startswith("job id"))
-    assert "due (UTC)" in header and "last run (UTC)" in header
+    assert "due (UTC)" in header and "last claim (UTC)" in header
 
 
 def test_a_schedule_naming_an_unregistered_job_fails_the_check(valkey_url):

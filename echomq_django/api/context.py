@@ -24,7 +24,9 @@ class JobContext:
     Attributes: ``queue``, ``job_id``, ``group`` (its lane, or None),
     ``attempt`` (1 on the first run),
     ``snoozes`` (times the job was snoozed so far), ``token`` (the lease's
-    fencing token), ``lease_deadline_ms`` (server ms), ``scheduled_for_ms`` and
+    fencing token), ``claimed_at_ms`` (server ms when this attempt was
+    claimed: the instant the queue's and lane's limits counted it),
+    ``lease_deadline_ms`` (server ms), ``scheduled_for_ms`` and
     ``missed`` (for a recurring occurrence: the slot it stands for and how many
     earlier slots it coalesces; None and 0 otherwise), ``timeout_ms`` (the
     job's time limit or None) and ``extra`` (other envelope keys).
@@ -44,6 +46,7 @@ class JobContext:
         self.group = claim.group
         self.attempt = claim.attempts
         self.token = claim.token
+        self.claimed_at_ms = claim.claimed_at_ms
         self.lease_deadline_ms = claim.lease_deadline_ms
         self.snoozes = snoozes
         self.scheduled_for_ms = scheduled_for_ms

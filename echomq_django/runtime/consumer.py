@@ -42,6 +42,11 @@ log = logging.getLogger("echomq.consumer")
 #: (a safety net for a lost marker; new work and shutdown wake it at once);
 #: kept under the client's socket timeout (connection.block_timeout_s).
 IDLE_BLOCK_S = 30.0
+#: How late a blocking command's timeout may fire: the server checks them on
+#: its cron, every 1000/hz ms (hz 10 by default). A wait for a rate-limit
+#: token blocks until this much before the token is due and sleeps the rest
+#: locally, so a 34 ms token is not taken 100 ms late.
+SERVER_TICK_S = 0.1
 #: Exit code of a consumer process that replaced itself after a time limit.
 EXIT_TIMEOUT = 75
 #: How long a shutdown keeps trying to hand an unfinished job back (s).
@@ -310,18 +315,23 @@ class Consumer:
             return self._outstanding == 0
 
     def _wait_for_work(self, wait_s: float | None, backoff: Backoff) -> None:
-        """Block until a wake marker, the stop list, or the next token (on the
-        claim's clock) — never longer than IDLE_BLOCK_S."""
+        """Block until a wake marker, the stop list, or the next token (a
+        duration from the claim's server reading) — never longer than
+        IDLE_BLOCK_S. The last SERVER_TICK_S before a token is slept locally."""
         longest = block_timeout_s(self.conn, IDLE_BLOCK_S)
-        timeout = longest if wait_s is None else min(longest, wait_s + 0.001)
+        timeout = longest if wait_s is None else min(longest, wait_s - SERVER_TICK_S)
+        started = time.monotonic()
         try:
-            if timeout > 0:
-                self.conn.blpop(self.wait_keys, timeout=timeout)
+            if timeout > 0 and self.conn.blpop(self.wait_keys, timeout=timeout):
+                return
         except Exception as err:  # noqa: BLE001
             if not passing(err):
                 raise
             self.outage.failed(err)
             self.stop.wait(backoff.next_s())
+            return
+        if wait_s is not None:
+            self.stop.wait(max(0.0, wait_s + 0.001 - (time.monotonic() - started)))
 
     # -- the handlers ------------------------------------------------------
 

@@ -253,8 +253,8 @@ def nap_leased(ms):
 @job(queue="default", context=True)
 def lane_probe(key, sleep_ms=0, context=None):
     """Records its run in the list ``key``: ``"<group>|<start ms>|<end ms>|<job
-    id>"``, both times read from the server's clock in the handler (the claim's
-    own time is the row's ``started_at_ms``)."""
+    id>|<claimed at ms>"``, start and end read from the server's clock in the
+    handler, the last from the context (the claim's own instant)."""
     client = _client()
     sec, usec = client.time()
     start = int(sec) * 1000 + int(usec) // 1000
@@ -262,4 +262,5 @@ def lane_probe(key, sleep_ms=0, context=None):
         time.sleep(sleep_ms / 1000)
     sec, usec = client.time()
     end = int(sec) * 1000 + int(usec) // 1000
-    client.rpush(key, f"{context.group or ''}|{start}|{end}|{context.job_id}")
+    client.rpush(key, f"{context.group or ''}|{start}|{end}|{context.job_id}|"
+                      f"{context.claimed_at_ms}")

@@ -1,0 +1,147 @@
+"""The overview: every queue's counts, limits, paused mark, last hour and
+next hour, and the live processes, in two round trips (docs/admin.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...protocol import keyspace, scripts
+from ...protocol.clock import time_reply_ms
+from ...protocol.keyspace import Keyspace
+from ...protocol.queues import LIMIT_FIELDS
+from .base import (
+    BUCKET_MS,
+    BUCKETS,
+    HISTORY_MINUTES,
+    LIVE_MS,
+    MAX_QUEUES,
+    MAX_WORKERS,
+    TABS,
+    queue_counts,
+    read_counts,
+    read_limits,
+    to_int,
+)
+
+__all__ = ["QueueSummary", "WorkerInfo", "Overview", "overview"]
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """One queue on the overview. ``pending``: jobs waiting in every lane
+    (``emq:{q}:lanes_total``); ``lanes``: lanes with work; ``limits``: as
+    :meth:`Queues.limits <echomq_django.protocol.queues.Queues.limits>`
+    returns them; ``done``/``failed``: jobs per minute, oldest first, the
+    last entry being the current minute; ``upcoming``: scheduled jobs per
+    BUCKET_MS bucket over the next hour; ``overdue``: scheduled jobs already
+    due (the metronome has not promoted them yet)."""
+
+    name: str
+    pending: int
+    schedule: int
+    active: int
+    dead: int
+    repeat: int
+    lanes: int
+    limits: dict
+    paused_at_ms: int | None
+    done: list[int]
+    failed: list[int]
+    overdue: int
+    upcoming: list[int]
+    configured: bool
+    served: bool
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at_ms is not None
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A live runechomq process, as it last announced itself."""
+
+    worker_id: str
+    host: str
+    pid: str
+    queues: list[str]
+    concurrency: int | None
+    busy: int | None
+    started_at_ms: int | None
+    heartbeat_ms: int | None
+
+
+@dataclass(frozen=True)
+class Overview:
+    now_ms: int
+    queues: list[QueueSummary]
+    workers: list[WorkerInfo]
+    #: More queues or processes exist than the overview lists.
+    truncated: bool = False
+
+
+def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
+    """Counts, paused flags, the last hour's done/failed per minute and the
+    next hour's schedule histogram for the configured queues plus the queues
+    live processes announce; and the live processes.
+
+    Two round trips: TIME with the two announcement sets (newest
+    MAX_QUEUES / MAX_WORKERS members), then one pipeline of 23 commands per
+    queue (:func:`queue_counts`' 6, the limits, the paused mark, two MGETs and 13
+    ZCOUNTs) plus one HGETALL per live process.
+    """
+    pipe = conn.pipeline(transaction=False)
+    pipe.time()
+    pipe.zrange(keyspace.QUEUES, 0, MAX_QUEUES - 1, desc=True, withscores=True)
+    pipe.zrange(keyspace.WORKERS, 0, MAX_WORKERS - 1, desc=True, withscores=True)
+    time_reply, served_raw, workers_raw = pipe.execute()
+    now = time_reply_ms(time_reply)
+    live = now - LIVE_MS
+    served = {scripts.decode(m) for m, score in served_raw if score >= live}
+    worker_ids = [scripts.decode(m) for m, score in workers_raw if score >= live]
+    names = list(dict.fromkeys([*configured, *sorted(served)]))
+    truncated = (len(names) > MAX_QUEUES or len(served_raw) >= MAX_QUEUES
+                 or len(workers_raw) >= MAX_WORKERS)
+    names = names[:MAX_QUEUES]
+
+    minute = now // 60_000
+    minutes = range(minute - HISTORY_MINUTES + 1, minute + 1)
+    pipe = conn.pipeline(transaction=False)
+    for name in names:
+        ks = Keyspace(name)
+        queue_counts(pipe, ks)
+        pipe.hmget(ks.limits, LIMIT_FIELDS)
+        pipe.get(ks.paused)
+        pipe.mget([ks.stats("done", m) for m in minutes])
+        pipe.mget([ks.stats("failed", m) for m in minutes])
+        pipe.zcount(ks.schedule, "-inf", now)
+        for b in range(BUCKETS):
+            pipe.zcount(ks.schedule, f"({now + b * BUCKET_MS}", now + (b + 1) * BUCKET_MS)
+    for worker_id in worker_ids:
+        pipe.hgetall(keyspace.worker(worker_id))
+    replies = pipe.execute()
+
+    n_counts = len(TABS)
+    per_queue = n_counts + 5 + BUCKETS
+    queues = []
+    for i, name in enumerate(names):
+        r = replies[i * per_queue:(i + 1) * per_queue]
+        counts = read_counts(r[:n_counts])
+        limits, paused, done, failed, overdue = r[n_counts:n_counts + 5]
+        queues.append(QueueSummary(
+            name, counts["pending"], counts["schedule"], counts["active"], counts["dead"],
+            counts["repeat"], counts["lanes"], read_limits(limits), paused_at_ms=to_int(paused),
+            done=[to_int(v) or 0 for v in done], failed=[to_int(v) or 0 for v in failed],
+            overdue=int(overdue), upcoming=[int(c) for c in r[n_counts + 5:]],
+            configured=name in configured, served=name in served))
+    workers = []
+    for worker_id, raw in zip(worker_ids, replies[len(names) * per_queue:]):
+        if not raw:  # expired between the two round trips
+            continue
+        row = scripts.decode_hash(raw)
+        workers.append(WorkerInfo(
+            worker_id, row.get("host", "?"), row.get("pid", "?"),
+            [q for q in row.get("queues", "").split(",") if q],
+            to_int(row.get("concurrency")), to_int(row.get("busy")),
+            to_int(row.get("started_at_ms")), to_int(row.get("heartbeat_ms"))))
+    return Overview(now, queues, workers, truncated)

@@ -86,13 +86,14 @@ def check_ms(name: str, value: object, low: int = 0) -> int:
 
 
 def optional_count(name: str, value: object) -> int | None:
-    """None, or an int >= 1: TypeError for another type, ValueError below 1."""
+    """None, or an int in 1..MAX_MS: TypeError for another type, ValueError
+    out of range."""
     if value is None:
         return None
     if not is_int(value):
         raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value}")
+    if not 1 <= value <= MAX_MS:
+        raise ValueError(f"{name} must be an int in 1..2**53, got {value}")
     return value
 
 

@@ -65,3 +65,6 @@ ECHOMQ = {"URL": os.environ.get("ECHOMQ_TEST_SERVER_URL", "redis://127.0.0.1:1/0
 # the JSON of ECHOMQ["SCHEDULES"] (tests/procs.py's runechomq(env=...)).
 if os.environ.get("ECHOMQ_TEST_SCHEDULES"):
     ECHOMQ["SCHEDULES"] = json.loads(os.environ["ECHOMQ_TEST_SCHEDULES"])
+# ... and queue limits: ECHOMQ_TEST_QUEUE_LIMITS is the JSON of ECHOMQ["QUEUE_LIMITS"].
+if os.environ.get("ECHOMQ_TEST_QUEUE_LIMITS"):
+    ECHOMQ["QUEUE_LIMITS"] = json.loads(os.environ["ECHOMQ_TEST_QUEUE_LIMITS"])

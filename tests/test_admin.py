@@ -737,6 +737,16 @@ def test_the_pending_total_counts_every_lane_through_every_script(conn, queue, r
     assert total() == 0 and redis_client.zcard(ks.lanes) == 0
 
 
+@pytest.mark.parametrize("rate, shown", [
+    ((10, 1000), "rate 10 per 1 s"), ((1, 60_000), "rate 1 per 1 min"),
+    ((3, 1500), "rate 3 per 1500 ms"), ((1, 34), "rate 1 per 34 ms"),
+    ((1, 90_000), "rate 1 per 1 min 30 s"), ((1, 90_061_000), "rate 1 per 90061000 ms")])
+def test_a_limit_window_is_shown_exactly(rate, shown):
+    from echomq_django.admin import present
+
+    assert present.limits({"rate": rate}) == [shown]
+
+
 def test_overview_counts_pending_in_every_lane_and_shows_lanes_and_limits(
         viewer, valkey_url, conn, queue):
     other = queue + "-b"

@@ -133,6 +133,19 @@ BAD = [
     ({"SCHEDULES": ["x"]}, "echomq.E009", "SCHEDULES", "SCHEDULES must be a dict"),
     ({"EMBEDDED_DIR": 3}, "echomq.E010", "EMBEDDED_DIR", "EMBEDDED_DIR must be a path"),
     ({"PRUNE_SCHEDULES": 1}, "echomq.E010", "PRUNE_SCHEDULES", "PRUNE_SCHEDULES must be a bool"),
+    ({"QUEUE_LIMITS": [("q", {})]}, "echomq.E015", "QUEUE_LIMITS", "must be a dict of queue"),
+    ({"QUEUE_LIMITS": {"bad name": {}}}, "echomq.E015", "QUEUE_LIMITS", "'bad name'"),
+    ({"QUEUE_LIMITS": {"q": {"speed": 3}}}, "echomq.E015", "QUEUE_LIMITS", "unknown keys ['speed']"),
+    ({"QUEUE_LIMITS": {"q": {"rate": 30}}}, "echomq.E015", "QUEUE_LIMITS",
+     "QUEUE_LIMITS['q']['rate'] must be (count, per_ms)"),
+    ({"QUEUE_LIMITS": {"q": {"lane_rate": (1, 0)}}}, "echomq.E015", "QUEUE_LIMITS",
+     "QUEUE_LIMITS['q']['lane_rate'] per_ms"),
+    ({"QUEUE_LIMITS": {"q": {"concurrency": 0}}}, "echomq.E015", "QUEUE_LIMITS",
+     "QUEUE_LIMITS['q']['concurrency'] must be an int"),
+    ({"QUEUE_LIMITS": {"q": {"concurrency": 2**60}}}, "echomq.E015", "QUEUE_LIMITS",
+     "QUEUE_LIMITS['q']['concurrency'] must be an int in 1..2**53"),
+    ({"QUEUE_LIMITS": {"q": {"lane_concurrency": True}}}, "echomq.E015", "QUEUE_LIMITS",
+     "QUEUE_LIMITS['q']['lane_concurrency'] must be an int"),
 ]
 
 

@@ -40,8 +40,10 @@ def test_local_functions_and_lambdas_are_refused():
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="queue name"):
         job(queue="no spaces")(testjobs.add.fn)
-    with pytest.raises(ValueError, match="max_attempts must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"max_attempts must be an int in 1\.\.2\*\*53, got 0"):
         job(max_attempts=0)(testjobs.add.fn)
+    with pytest.raises(ValueError, match=r"lease_ms must be an int in 1\.\.2\*\*53, got 9007"):
+        job(lease_ms=2**53 + 1)(testjobs.add.fn)
     with pytest.raises(TypeError, match="max_attempts must be an int >= 1, got str"):
         job(max_attempts="3")(testjobs.add.fn)
     with pytest.raises(ValueError, match="lease_ms"):
@@ -325,3 +327,15 @@ def test_context_true_needs_a_context_parameter():
             job(context=True)(testjobs.add.fn)
     finally:
         registry.register(testjobs.add)
+
+
+@pytest.mark.parametrize("options", [{"group": "chat-1"}, {"priority": 5}])
+def test_a_recurring_job_refuses_a_group_or_priority_it_would_ignore(options):
+    try:
+        with pytest.raises(ValueError, match=r"takes no group or priority: recurring "
+                                             r"occurrences run in the queue's ungrouped lane"):
+            job(every=60_000, **options)(testjobs.hourly_report.fn)
+        # Priority 0 is the default it would get anyway.
+        job(every=60_000, priority=0)(testjobs.hourly_report.fn)
+    finally:
+        registry.register(testjobs.hourly_report)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import re
 import time
 
 import pytest
@@ -13,6 +15,7 @@ import redis
 
 from echomq_django import Jobs
 from echomq_django.protocol.ids import BrandedId
+from echomq_django.protocol import keyspace
 from echomq_django.protocol.keyspace import Keyspace
 from tests.conftest import start_valkey_server, stop_valkey_server
 from tests.procs import runechomq, stop, wait_for
@@ -161,6 +164,61 @@ def test_the_queue_cap_holds_whatever_the_lanes(conn, queue):
     assert jobs.claim(queue, "w", 60_000) is None
     jobs.release(queue, got[0].job_id, got[0].token)
     assert jobs.claim(queue, "w", 60_000) is not None
+
+
+def test_resume_wakes_a_consumer_for_grouped_work_too(conn, redis_client, queue):
+    from echomq_django import Queues
+
+    queues = Queues(conn)
+    queues.pause(queue)
+    enqueue_many(conn, queue, 1, group="chat-1")
+    enqueue_many(conn, queue, 1, group="chat-2")
+    wake = Keyspace(queue).wake
+    redis_client.delete(wake)
+    assert queues.resume(queue)
+    assert redis_client.llen(wake) == 2          # one marker per ready lane
+
+
+def test_changed_limits_release_every_held_back_lane_and_unchanged_ones_touch_nothing(
+        conn, redis_client, queue):
+    jobs = Jobs(conn)
+    assert jobs.set_limits(queue, lane_rate=(1, 3_600_000)) is True
+    assert jobs.set_limits(queue, lane_rate=(1, 3_600_000)) is False     # the same: untouched
+    lanes = 1_500
+    for i in range(lanes):
+        testjobs.add.using(queue=queue, group=f"g{i}").enqueue(1, 2)
+    for i in range(lanes):
+        testjobs.add.using(queue=queue, group=f"g{i}").enqueue(3, 4)
+    claimed = 0
+    while True:
+        got, _ = jobs.claim_many(queue, "w", 60_000, 500)
+        if not got:
+            break
+        claimed += len(got)
+    assert claimed == lanes                       # one each; every lane waits an hour now
+    ks = Keyspace(queue)
+    while redis_client.zcard(ks.ring):            # claims move them out of the ring as they meet them
+        assert jobs.claim_many(queue, "w", 60_000, 1000)[0] == []
+    assert redis_client.zcard(ks.waiting) == lanes
+    assert jobs.set_limits(queue, lane_rate=(1, 3_600_000)) is False
+    assert redis_client.zcard(ks.waiting) == lanes
+    assert jobs.set_limits(queue) is True          # no limits: every lane may go
+    assert redis_client.zcard(ks.waiting) == 0 and redis_client.zcard(ks.ring) == lanes
+    got, _ = jobs.claim_many(queue, "w", 60_000, 1000)
+    more, _ = jobs.claim_many(queue, "w", 60_000, 1000)
+    assert len(got) + len(more) == lanes
+
+
+@pytest.mark.parametrize("limits, name", [
+    ({"concurrency": 2**53 + 1}, "limits['concurrency']"),
+    ({"lane_concurrency": 2**60}, "limits['lane_concurrency']"),
+    ({"rate": (2**53 + 1, 1000)}, "limits['rate'] count"),
+    ({"lane_rate": (1, 2**60)}, "limits['lane_rate'] per_ms")])
+def test_a_limit_beyond_2_53_is_refused_before_anything_is_sent(conn, redis_client, queue,
+                                                                 limits, name):
+    with pytest.raises(ValueError, match=re.escape(name)):
+        Jobs(conn).set_limits(queue, **limits)
+    assert not redis_client.exists(Keyspace(queue).limits)
 
 
 @pytest.mark.slow
@@ -326,6 +384,82 @@ def test_a_queue_rate_finer_than_the_servers_tick_is_met(conn, redis_client, que
     claims = sorted(int(line.split("|")[4]) for line in redis_client.lrange(key, 0, -1))
     assert all(b - a >= 50 for a, b in zip(claims, claims[1:])), claims
     assert len([c for c in claims if c < first + 2_000]) >= 30, claims
+
+
+@pytest.mark.slow
+def test_runechomq_writes_the_declared_limits_at_boot_and_again_after_data_loss(
+        conn, redis_client, queue, worker_procs):
+    other = f"{queue}-b"
+    jobs = Jobs(conn)
+    jobs.set_limits(other, concurrency=3)             # set at run time, not declared
+    declared = {queue: {"rate": [5, 1000], "lane_concurrency": 1}}
+    env = {"ECHOMQ_TEST_QUEUE_LIMITS": json.dumps(declared)}
+    expected = {"concurrency": None, "lane_concurrency": 1, "rate": (5, 1000), "lane_rate": None}
+    proc = runechomq(queue, other, "--concurrency", "1", env=env)
+    worker_procs.append(proc)
+    wait_for(lambda: jobs.limits(queue) == expected, timeout=20)
+    # The metronome re-syncs when the queue's sync marker is gone (the data
+    # lost): limits included.
+    ks = Keyspace(queue)
+    wait_for(lambda: redis_client.exists(ks.synced), timeout=20)
+    redis_client.delete(ks.limits, ks.synced)
+    redis_client.rpush(ks.beat, "1")
+    wait_for(lambda: jobs.limits(queue) == expected, timeout=20)
+    code, out = stop(proc)
+    assert code == 0, out
+    assert f"queue {queue} limits: lane_concurrency 1, rate (5, 1000)" in out, out
+    assert (f"queue {other} keeps the limits the server holds (not in QUEUE_LIMITS; {{}} "
+            f"there clears them): concurrency 3") in out, out
+    assert jobs.limits(other)["concurrency"] == 3      # left alone
+    # A second boot finds them as declared and touches nothing.
+    proc = runechomq(queue, "--concurrency", "1", env=env)
+    worker_procs.append(proc)
+    announced = keyspace.worker(f"{socket.gethostname()}:{proc.pid}")
+    wait_for(lambda: redis_client.exists(announced), timeout=20)   # booted: synced, then announced
+    code, out = stop(proc)
+    assert code == 0, out
+    assert f"queue {queue} limits (unchanged): lane_concurrency 1, rate (5, 1000)" in out, out
+
+
+def _with_query(url: str, query: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}{query}"
+
+
+@pytest.mark.slow
+def test_a_consumer_waiting_long_for_a_token_still_hears_other_lanes_work(
+        conn, redis_client, queue, worker_procs, valkey_url):
+    """A lane's next token is a minute away; the consumer's blocking waits
+    last 0.8 s here (socket_timeout=1). Work arriving on another lane after
+    several of them runs at once, not when the token is due."""
+    Jobs(conn).set_limits(queue, lane_rate=(1, 60_000))
+    key = f"{queue}:runs"
+    for _ in range(2):
+        testjobs.lane_probe.using(queue=queue, group="slow").enqueue(key)
+    proc = runechomq(queue, "--concurrency", "2", url=_with_query(valkey_url, "socket_timeout=1"))
+    worker_procs.append(proc)
+    wait_for(lambda: redis_client.llen(key) == 1, timeout=20)
+    time.sleep(2.5)    # the consumer has been waiting for slow's token past 3 blocking calls
+    fast = testjobs.lane_probe.using(queue=queue, group="fast").enqueue(key)
+    wait_for(lambda: redis_client.llen(key) == 2, timeout=10)
+    stop(proc)
+    row = Jobs(conn).get(queue, fast.job_id)
+    assert row.started_at_ms - row.enqueued_at_ms < 500, row
+
+
+@pytest.mark.slow
+def test_burst_mode_waits_for_tokens_instead_of_leaving_work(
+        conn, redis_client, queue, worker_procs):
+    Jobs(conn).set_limits(queue, rate=(1, 300))
+    key = f"{queue}:runs"
+    for _ in range(4):
+        testjobs.lane_probe.using(queue=queue).enqueue(key)
+    proc = runechomq(queue, "--burst", "--concurrency", "2")
+    worker_procs.append(proc)
+    code, out = proc.wait(timeout=20), proc.stdout.read()
+    assert code == 0, out
+    assert redis_client.llen(key) == 4
+    claims = sorted(int(line.split("|")[4]) for line in redis_client.lrange(key, 0, -1))
+    assert all(b - a >= 300 for a, b in zip(claims, claims[1:])), claims
 
 
 @pytest.mark.slow

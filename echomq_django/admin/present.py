@@ -53,6 +53,19 @@ def span(ms: int) -> str:
     return f"{d} d {h} h" if h else f"{d} d"
 
 
+_UNIT_MS = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def exact_span(ms: int) -> str:
+    """:func:`span` when it says exactly ``ms`` (``1 min 30 s``), else the
+    ms themselves (``1500 ms``, where span would say ``1 s``)."""
+    text = span(ms)
+    parts = text.split()
+    if sum(int(n) * _UNIT_MS[u] for n, u in zip(parts[::2], parts[1::2])) == abs(int(ms)):
+        return text
+    return f"{abs(int(ms))} ms"
+
+
 def rel(ms: int | None, now_ms: int) -> str:
     """``in 3 min`` or ``5 s ago`` relative to the server's now; "" for None."""
     if ms is None:
@@ -72,7 +85,7 @@ def limits(values: dict) -> list[str]:
     for key, label in (("rate", "rate"), ("lane_rate", "lane rate")):
         if values.get(key) is not None:
             count, per_ms = values[key]
-            out.append(f"{label} {count} per {span(per_ms)}")
+            out.append(f"{label} {count} per {exact_span(per_ms)}")
     return out
 
 

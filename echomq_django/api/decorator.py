@@ -21,7 +21,8 @@ higher first within its lane] (docs/protocol.md, "Lanes"; per call:
 ``send.using(group="chat-7", priority=10).enqueue(...)``).
 Recurring schedules: ``every`` (timedelta or ms) or ``cron`` (with ``tz``, an
 IANA zone name [None: settings.TIME_ZONE at sync]), ``missed`` ["coalesce"];
-see docs/repeat.md.
+see docs/repeat.md. Occurrences run in the ungrouped lane at priority 0, so a
+recurring job takes no ``group`` or ``priority`` (ValueError).
 
 Errors: at decoration, TypeError for a function that is not module-level,
 for ``context=True`` on a function without a ``context`` keyword parameter,

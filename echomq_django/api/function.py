@@ -63,6 +63,12 @@ class JobFunction:
                                 f"keyword argument ({err})") from None
         if every is not None and cron is not None:
             raise ValueError("@job takes every or cron, not both")
+        if (every is not None or cron is not None) and (self.group is not None or self.priority):
+            # A recurring occurrence is admitted to the ungrouped lane at
+            # priority 0 (docs/repeat.md, "Lanes"); saying otherwise here
+            # would be ignored, so it is refused.
+            raise ValueError("@job(every=/cron=) takes no group or priority: recurring "
+                             "occurrences run in the queue's ungrouped lane at priority 0")
         self.every_ms = None if every is None else rules.to_ms("every", every, low=1)
         self.cron, self.tz, self.missed = cron, tz, missed
         if tz is not None:

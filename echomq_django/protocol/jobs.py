@@ -353,9 +353,9 @@ class Jobs:
 
     def set_limits(self, queue: str, concurrency: int | None = None,
                    lane_concurrency: int | None = None, rate: tuple[int, int] | None = None,
-                   lane_rate: tuple[int, int] | None = None) -> None:
+                   lane_rate: tuple[int, int] | None = None) -> bool:
         """:meth:`Queues.set_limits <echomq_django.protocol.queues.Queues.set_limits>`."""
-        Queues(self.conn).set_limits(queue, concurrency, lane_concurrency, rate, lane_rate)
+        return Queues(self.conn).set_limits(queue, concurrency, lane_concurrency, rate, lane_rate)
 
     def limits(self, queue: str) -> dict:
         """:meth:`Queues.limits <echomq_django.protocol.queues.Queues.limits>`."""

@@ -63,9 +63,11 @@ class Queues:
 
     def set_limits(self, queue: str, concurrency: int | None = None,
                    lane_concurrency: int | None = None, rate: tuple[int, int] | None = None,
-                   lane_rate: tuple[int, int] | None = None) -> None:
-        """Set ``queue``'s limits, replacing the previous ones (None: no limit)
-        (docs/protocol.md, "Limits"). Every claim of every process reads them.
+                   lane_rate: tuple[int, int] | None = None) -> bool:
+        """Set ``queue``'s limits, replacing all the previous ones (None, or
+        leaving one out: no such limit) (docs/protocol.md, "Limits"). Every
+        claim of every process reads them. Returns False when the queue had
+        exactly these limits already (nothing was touched).
 
         ``concurrency``: most jobs of the queue running at once.
         ``lane_concurrency``: most jobs of one group (lane) running at once.
@@ -74,7 +76,8 @@ class Queues:
         ``count`` per ``per_ms``, on the server clock. Lane limits apply to
         grouped jobs; ungrouped ones meet only the queue's.
 
-        Raises TypeError or ValueError naming the argument (counts >= 1).
+        Raises TypeError or ValueError naming the argument (counts and
+        per_ms in 1..2**53), sending nothing.
         """
         ks = Keyspace(queue)
         given = {"concurrency": concurrency, "lane_concurrency": lane_concurrency,
@@ -82,10 +85,10 @@ class Queues:
         limits = {k: v for k, v in given.items() if v is not None}
         checked = rules.check_limits("limits", limits)
         rate, lane_rate = checked["rate"] or ("", ""), checked["lane_rate"] or ("", "")
-        scripts.run(self.conn, "queues/set_limits", [ks.limits],
-                    ["" if checked["concurrency"] is None else checked["concurrency"],
-                     "" if checked["lane_concurrency"] is None else checked["lane_concurrency"],
-                     *rate, *lane_rate])
+        return scripts.run(self.conn, "queues/set_limits", [ks.limits],
+                           ["" if checked["concurrency"] is None else checked["concurrency"],
+                            "" if checked["lane_concurrency"] is None
+                            else checked["lane_concurrency"], *rate, *lane_rate]) == 1
 
     def limits(self, queue: str) -> dict:
         """``queue``'s limits: ``{"concurrency": int | None, "lane_concurrency":

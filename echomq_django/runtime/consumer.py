@@ -62,7 +62,8 @@ class Consumer:
         concurrency: handler threads (1..10000).
         lease_ms: the lease taken at claim; a job's own ``lease_ms`` extends it.
         retention: see :class:`Retention`.
-        burst: stop once nothing is ready and nothing runs.
+        burst: stop once nothing is ready and nothing runs (work a rate
+            limit holds back is waited for).
         max_jobs: run exactly this many jobs in this process, then stop (None: no limit).
         stop: set it to stop claiming; running handlers finish.
         outage: the process's view of the server (one log line per outage).
@@ -299,7 +300,9 @@ class Consumer:
                     for claim in claims:
                         self._handoff.put(claim)
                     continue
-                if self.burst:
+                # Burst mode ends when nothing is ready and nothing runs; work
+                # a rate limit holds back (wait_s) is waited for, not left.
+                if self.burst and wait_s is None:
                     if self._idle():
                         return
                     self._freed.wait(0.05)
@@ -317,7 +320,9 @@ class Consumer:
     def _wait_for_work(self, wait_s: float | None, backoff: Backoff) -> None:
         """Block until a wake marker, the stop list, or the next token (a
         duration from the claim's server reading) — never longer than
-        IDLE_BLOCK_S. The last SERVER_TICK_S before a token is slept locally."""
+        IDLE_BLOCK_S (capped under the socket timeout). The last
+        SERVER_TICK_S before a token is slept locally; a longer wait returns
+        to the claim loop, which blocks again."""
         longest = block_timeout_s(self.conn, IDLE_BLOCK_S)
         timeout = longest if wait_s is None else min(longest, wait_s - SERVER_TICK_S)
         started = time.monotonic()
@@ -330,8 +335,14 @@ class Consumer:
             self.outage.failed(err)
             self.stop.wait(backoff.next_s())
             return
-        if wait_s is not None:
-            self.stop.wait(max(0.0, wait_s + 0.001 - (time.monotonic() - started)))
+        if wait_s is None:
+            return
+        # Sleep locally only through the last tick before the token; a
+        # longer wait goes back to claim and block again (a wake marker may
+        # come meanwhile: other lanes' work must not wait for this token).
+        left = wait_s + 0.001 - (time.monotonic() - started)
+        if 0 < left <= SERVER_TICK_S + 0.05:
+            self.stop.wait(left)
 
     # -- the handlers ------------------------------------------------------
 

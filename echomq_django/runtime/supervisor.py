@@ -112,10 +112,20 @@ class Supervisor:
 
         queues = Queues(get_connection())
         for queue, limits in self.config.queue_limits.items():
-            persist(lambda: queues.set_limits(queue, **limits),
-                    deadline=time.monotonic() + BOOT_PERSIST_S, outage=self.outage())
-            log.info("queue %s limits: %s", queue,
+            changed = persist(lambda q=queue, lim=limits: queues.set_limits(q, **lim),
+                              deadline=time.monotonic() + BOOT_PERSIST_S, outage=self.outage())
+            log.info("queue %s limits%s: %s", queue, "" if changed else " (unchanged)",
                      ", ".join(f"{k} {v}" for k, v in limits.items() if v) or "none")
+        for queue in self.options.queues:
+            if queue in self.config.queue_limits:
+                continue
+            kept = {k: v for k, v in persist(lambda q=queue: queues.limits(q),
+                                             deadline=time.monotonic() + BOOT_PERSIST_S,
+                                             outage=self.outage()).items() if v}
+            if kept:
+                log.info("queue %s keeps the limits the server holds (not in QUEUE_LIMITS; "
+                         "{} there clears them): %s", queue,
+                         ", ".join(f"{k} {v}" for k, v in kept.items()))
         declared = self._declared()
         if self._has_declarations():
             # Idempotent, so repeated through a dropped connection.

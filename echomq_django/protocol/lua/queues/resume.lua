@@ -1,16 +1,18 @@
--- resume: consumers claim from the queue again; wake as many as there is work for.
+-- resume: consumers claim from the queue again; wake as many as there are
+-- ready lanes (every lane's work counts, grouped or not).
 -- KEYS[1] paused   emq:{q}:paused
--- KEYS[2] pending  emq:{q}:pending
+-- KEYS[2] pending  emq:{q}:pending (its root names the lane keys)
 -- KEYS[3] wake     emq:{q}:wake
 -- ARGV[1] wake_cap most wake markers kept, 1..10000
 -- Returns: 1 resumed now, 0 was not paused.
 -- Errors: EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include signal
+-- @include lanes
 local wake_cap, bad_arg = int_arg(ARGV[1], 'wake_cap', 1, 10000)
 if bad_arg then return bad_arg end
 if redis.call('DEL', KEYS[1]) == 0 then
   return 0
 end
-signal(KEYS[3], redis.call('ZCARD', KEYS[2]), wake_cap)
+signal(KEYS[3], redis.call('ZCARD', queue_root(KEYS[2]) .. 'ring'), wake_cap)
 return 1

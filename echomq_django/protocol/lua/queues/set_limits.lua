@@ -7,9 +7,11 @@
 -- ARGV[4] rate_per_ms       ('' and '' = no rate)
 -- ARGV[5] lane_rate_count   each lane's token bucket
 -- ARGV[6] lane_rate_per_ms  ('' and '' = no rate)
--- Returns: 1. Lanes held back by the old limits (at a cap, waiting for a
---   token) rejoin the ring, at most 1000 of each per call, and consumers are
---   woken: the new limits decide at the next claim.
+-- Returns: 1 when the limits changed, 0 when they were already these
+--   (nothing is touched: runechomq writes its declared limits at every boot).
+--   On a change every lane held back by the old limits (at a cap, waiting
+--   for a token) rejoins the ring and consumers are woken: the new limits
+--   decide at the next claim. O(lanes held back), once per change.
 -- Errors: EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include signal
@@ -26,27 +28,35 @@ if (n[3] == nil) ~= (n[4] == nil) or (n[5] == nil) ~= (n[6] == nil) then
   return redis.error_reply('EMQARG a rate needs both its count and its per_ms')
 end
 local base = queue_root(KEYS[1])
-redis.call('DEL', KEYS[1])
 local fields = {}
+local same = true
+local old = redis.call('HMGET', KEYS[1], unpack(names))
 for i = 1, 6 do
   if n[i] then
     fields[#fields + 1] = names[i]
     fields[#fields + 1] = n[i]
   end
+  if tonumber(old[i]) ~= n[i] then
+    same = false
+  end
 end
+if same and redis.call('HLEN', KEYS[1]) == #fields / 2 then
+  return 0
+end
+redis.call('DEL', KEYS[1])
 if #fields > 0 then
   redis.call('HSET', KEYS[1], unpack(fields))
 end
 local moved = 0
-for _, lane in ipairs(redis.call('SRANDMEMBER', base .. 'capped', 1000)) do
-  redis.call('SREM', base .. 'capped', lane)
+for _, lane in ipairs(redis.call('SMEMBERS', base .. 'capped')) do
   redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
   moved = moved + 1
 end
-for _, lane in ipairs(redis.call('ZRANGE', base .. 'waiting', 0, 999)) do
-  redis.call('ZREM', base .. 'waiting', lane)
+redis.call('DEL', base .. 'capped')
+for _, lane in ipairs(redis.call('ZRANGE', base .. 'waiting', 0, -1)) do
   redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
   moved = moved + 1
 end
+redis.call('DEL', base .. 'waiting')
 signal(base .. 'wake', math.max(1, moved), LANE_WAKE_CAP)
 return 1

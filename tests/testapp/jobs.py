@@ -264,3 +264,10 @@ def lane_probe(key, sleep_ms=0, context=None):
     end = int(sec) * 1000 + int(usec) // 1000
     client.rpush(key, f"{context.group or ''}|{start}|{end}|{context.job_id}|"
                       f"{context.claimed_at_ms}")
+
+
+@job(queue="default", context=True)
+def token_report(key, context=None):
+    """Records the fencing token its run holds in the list ``key``:
+    ``"<queue>|<job id>|<token>"``."""
+    _client().rpush(key, f"{context.queue}|{context.job_id}|{context.token}")

@@ -24,10 +24,11 @@ from typing import Any
 from .exceptions import PayloadError, PayloadTooLargeError
 
 __all__ = [
-    "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_PATTERN", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int",
-    "check_int", "check_ms", "optional_count", "check_text", "storable_text", "check_str",
-    "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
-    "to_run_at_ms", "check_payload_text", "check_json_nesting", "json_text",
+    "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_PATTERN", "QUEUE_NAME_RULE",
+    "JOB_ID_RULE", "is_int", "check_int", "check_ms", "optional_count", "check_bool",
+    "check_text", "storable_text", "check_str", "check_queue_name", "check_job_id",
+    "check_schedule_name", "to_ms", "check_run_at_ms", "to_run_at_ms", "check_payload_text",
+    "check_json_value", "json_text",
     "PRIORITY_MIN", "PRIORITY_MAX", "check_priority", "check_group", "check_rate",
     "LIMIT_NAMES", "check_limits",
     "check_key_text", "check_score",
@@ -86,13 +87,20 @@ def check_ms(name: str, value: object, low: int = 0) -> int:
 
 
 def optional_count(name: str, value: object) -> int | None:
-    """None, or an int >= 1: TypeError for another type, ValueError below 1."""
+    """None, or an int in ``1..MAX_MS`` (counts and ms durations alike: a Lua
+    number holds no larger int exactly). TypeError for another type (bools
+    included), ValueError outside the range."""
     if value is None:
         return None
     if not is_int(value):
         raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value}")
+    return check_int(name, value, 1)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a bool (not 0, 1 or "yes"); else TypeError."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
     return value
 
 
@@ -149,9 +157,13 @@ def check_queue_name(queue: object) -> str:
     braces, colons and spaces are refused).
 
     Raises:
-        ValueError: anything else (a non-str included); the message names the rule.
+        TypeError: not a str (``5``, ``None``, ``b"mail"``).
+        ValueError: a str that breaks the rule; the message names the rule.
     """
-    if not isinstance(queue, str) or not _QUEUE_NAME.fullmatch(queue):
+    if not isinstance(queue, str):
+        raise TypeError(f"queue name must be a str of {QUEUE_NAME_RULE}, "
+                        f"got {type(queue).__name__} {queue!r}")
+    if not _QUEUE_NAME.fullmatch(queue):
         raise ValueError(f"queue name must be {QUEUE_NAME_RULE}, got {queue!r}")
     return queue
 
@@ -304,19 +316,26 @@ def to_run_at_ms(name: str, value: Any) -> int:
                     f"got {type(value).__name__}")
 
 
-def check_json_nesting(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> None:
+def check_json_value(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise unless the lists, tuples and dicts in ``value`` nest at most
-    ``max_depth`` deep and none contains itself.
+    ``max_depth`` deep, none contains itself, and every str in it (dict keys
+    included) is text UTF-8 can encode (no lone surrogate such as
+    ``"\\ud800"``: it has no UTF-8 form, and the escape json writes for it is
+    not text to other readers).
 
-    Only the nesting is judged (the types are :func:`echomq_django.api.payload.check_json`'s
-    rule). The walk keeps its own stack, so any depth is reported, never a
+    The other types are :func:`echomq_django.api.payload.check_json`'s rule.
+    The walk keeps its own stack, so any depth is reported, never a
     RecursionError, and a cycle is found instead of walked forever.
 
     Raises:
         PayloadError (a TypeError): ``"<name> is nested deeper than 100 levels
             of lists and dicts"``, or ``"<name>[0] contains itself (again at
             <name>[0][1])"``.
+        ValueError: a lone surrogate, naming where (``"<name>[0]['k'] must be
+            text UTF-8 can encode; ..."``, ``"a key of <name>[0] ..."``).
     """
+    if isinstance(value, str):
+        _utf8(name, value)
     stack = [(value, name, 1)]
     enclosing: dict[int, str] = {}  # id -> path of the containers around the walk
     while stack:
@@ -339,7 +358,12 @@ def check_json_nesting(name: str, value: object, max_depth: int = MAX_JSON_DEPTH
         enclosing[id(item)] = path
         stack.append((_LEAVE, id(item), 0))
         for key, child in children:
-            if isinstance(child, (dict, list, tuple)):
+            if isinstance(key, str) and not key.isascii():
+                _utf8(f"a key of {path}", key)
+            if isinstance(child, str):
+                if not child.isascii():
+                    _utf8(f"{path}[{key!r}]", child)
+            elif isinstance(child, (dict, list, tuple)):
                 stack.append((child, f"{path}[{key!r}]", depth + 1))
 
 
@@ -347,9 +371,11 @@ def json_text(name: str, value: Any) -> str:
     """``value`` as compact JSON text.
 
     Raises:
-        TypeError: ``value`` is not JSON-serialisable (NaN and Infinity included).
+        TypeError: ``value`` is not JSON-serialisable (NaN and Infinity
+            included), nests too deep or contains itself.
+        ValueError: a str in it holds a lone surrogate (:func:`check_json_value`).
     """
-    check_json_nesting(name, value)
+    check_json_value(name, value)
     try:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as err:

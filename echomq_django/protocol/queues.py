@@ -40,7 +40,8 @@ def limits_from_fields(raw: dict) -> dict:
 class Queues:
     """Queue-wide control on one connection. Thread-safe as redis-py is.
 
-    Every method raises ValueError for a bad queue name before anything is sent.
+    Every method raises TypeError for a queue name that is not a str and
+    ValueError for one that breaks the rule, before anything is sent.
     """
 
     def __init__(self, conn) -> None:

@@ -93,7 +93,8 @@ from django.dispatch import receiver
 
 from .exceptions import ConfigurationError
 from .api.backoff import check_backoff
-from .rules import MAX_MS, check_int, check_limits, check_queue_name
+from .limits import check_limits
+from .rules import MAX_MS, check_int, check_queue_name
 
 __all__ = ["Config", "get_config", "validate"]
 
@@ -156,7 +157,7 @@ class Config:
     embedded_dir: str = ""
     schedules: dict = dataclasses.field(default_factory=dict)
     prune_schedules: bool = False
-    #: queue -> its limits, as rules.check_limits returns them.
+    #: queue -> its limits, as limits.check_limits returns them.
     queue_limits: dict = dataclasses.field(default_factory=dict)
 
 
@@ -270,7 +271,7 @@ def _check_queues(raw: dict) -> list[tuple[str, str, str]]:
 
 
 def _check_queue_limits(limits: Any) -> list[tuple[str, str, str]]:
-    """E015 problems of QUEUE_LIMITS: queue name -> rules.check_limits' dict."""
+    """E015 problems of QUEUE_LIMITS: queue name -> limits.check_limits' dict."""
     if not isinstance(limits, dict):
         return [("echomq.E015", "QUEUE_LIMITS",
                  f"QUEUE_LIMITS must be a dict of queue -> limits, got {type(limits).__name__}")]

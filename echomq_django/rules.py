@@ -1,5 +1,5 @@
 """The argument rules, in one place: ints and ms ranges, run-at instants, text,
-JSON nesting, names, ids, queue names, key text, scores, rates.
+JSON values, names, ids, queue names, key text, scores.
 
 Every public surface checks its arguments with these before anything is
 written, so a bad value raises in the caller and the server never sees it:
@@ -10,7 +10,7 @@ written, so a bad value raises in the caller and the server never sees it:
 
 The same rules are stated in docs/protocol.md ("Arguments"); the Lua scripts
 re-check what they are given (a client other than ours may call them). The
-backoff policy's grammar lives with the policies, in ``api/backoff.py``.
+grammars of backoff policies and queue limits live in api/backoff.py, limits.py.
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ __all__ = [
     "JOB_ID_RULE", "is_int", "check_int", "check_ms", "optional_count", "check_bool",
     "check_text", "storable_text", "check_str", "check_queue_name", "check_job_id",
     "check_schedule_name", "to_ms", "check_run_at_ms", "to_run_at_ms", "check_payload_text",
-    "check_json_value", "json_text",
-    "PRIORITY_MIN", "PRIORITY_MAX", "check_priority", "check_group", "check_rate",
-    "LIMIT_NAMES", "check_limits",
-    "check_key_text", "check_score",
+    "check_json_value", "json_text", "PRIORITY_MIN", "PRIORITY_MAX", "check_priority",
+    "check_group", "check_key_text", "check_score",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -87,9 +85,8 @@ def check_ms(name: str, value: object, low: int = 0) -> int:
 
 
 def optional_count(name: str, value: object) -> int | None:
-    """None, or an int in ``1..MAX_MS`` (counts and ms durations alike: a Lua
-    number holds no larger int exactly). TypeError for another type (bools
-    included), ValueError outside the range."""
+    """None, or an int in ``1..MAX_MS`` (counts and ms alike): TypeError for
+    another type (bools included), ValueError outside the range."""
     if value is None:
         return None
     if not is_int(value):
@@ -111,10 +108,8 @@ def _utf8(name: str, text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as err:
-        raise ValueError(
-            f"{name} must be text UTF-8 can encode; it has a lone surrogate "
-            f"{text[err.start]!r} at index {err.start}"
-        ) from None
+        raise ValueError(f"{name} must be text UTF-8 can encode; it has a lone surrogate "
+                         f"{text[err.start]!r} at index {err.start}") from None
 
 
 def check_text(name: str, value: object) -> str:
@@ -162,7 +157,7 @@ def check_queue_name(queue: object) -> str:
     """
     if not isinstance(queue, str):
         raise TypeError(f"queue name must be a str of {QUEUE_NAME_RULE}, "
-                        f"got {type(queue).__name__} {queue!r}")
+                        f"got {type(queue).__name__}")
     if not _QUEUE_NAME.fullmatch(queue):
         raise ValueError(f"queue name must be {QUEUE_NAME_RULE}, got {queue!r}")
     return queue
@@ -318,18 +313,15 @@ def to_run_at_ms(name: str, value: Any) -> int:
 
 def check_json_value(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise unless the lists, tuples and dicts in ``value`` nest at most
-    ``max_depth`` deep, none contains itself, and every str in it (dict keys
-    included) is text UTF-8 can encode (no lone surrogate such as
-    ``"\\ud800"``: it has no UTF-8 form, and the escape json writes for it is
-    not text to other readers).
-
-    The other types are :func:`echomq_django.api.payload.check_json`'s rule.
-    The walk keeps its own stack, so any depth is reported, never a
-    RecursionError, and a cycle is found instead of walked forever.
+    ``max_depth`` deep, none contains itself, and every str in it (keys
+    included) is :func:`check_text` (no lone surrogate: no UTF-8 form); the
+    other types are :func:`echomq_django.api.payload.check_json`'s rule. The
+    walk keeps its own stack: any depth is reported, never a RecursionError,
+    and a cycle is found instead of walked forever.
 
     Raises:
         PayloadError (a TypeError): ``"<name> is nested deeper than 100 levels
-            of lists and dicts"``, or ``"<name>[0] contains itself (again at
+            of lists and dicts"``, ``"<name>[0] contains itself (again at
             <name>[0][1])"``.
         ValueError: a lone surrogate, naming where (``"<name>[0]['k'] must be
             text UTF-8 can encode; ..."``, ``"a key of <name>[0] ..."``).
@@ -360,9 +352,8 @@ def check_json_value(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) 
         for key, child in children:
             if isinstance(key, str) and not key.isascii():
                 _utf8(f"a key of {path}", key)
-            if isinstance(child, str):
-                if not child.isascii():
-                    _utf8(f"{path}[{key!r}]", child)
+            if isinstance(child, str) and not child.isascii():
+                _utf8(f"{path}[{key!r}]", child)
             elif isinstance(child, (dict, list, tuple)):
                 stack.append((child, f"{path}[{key!r}]", depth + 1))
 
@@ -406,44 +397,3 @@ def check_payload_text(payload: object, max_bytes: int) -> str:
     except ValueError as err:
         raise ValueError(f"payload must be valid JSON text: {err}") from None
     return payload
-
-
-def check_rate(name: str, rate: object) -> tuple[int, int] | None:
-    """Return a rate, ``(count, per_ms)``: ``count`` tokens per ``per_ms``
-    (a token bucket holding at most ``count``), or None for no rate.
-
-    Raises:
-        TypeError: not a 2-tuple (or list) of ints, nor None.
-        ValueError: count or per_ms below 1 or past 2**53.
-    """
-    if rate is None:
-        return None
-    if not isinstance(rate, (tuple, list)) or len(rate) != 2:
-        raise TypeError(f"{name} must be (count, per_ms), got {rate!r}")
-    return (check_int(f"{name} count", rate[0], 1), check_int(f"{name} per_ms", rate[1], 1))
-
-
-#: The limit names ``Queues.set_limits`` takes and ``ECHOMQ["QUEUE_LIMITS"]`` uses.
-LIMIT_NAMES = ("concurrency", "lane_concurrency", "rate", "lane_rate")
-
-
-def check_limits(name: str, limits: object) -> dict:
-    """Return a queue's limits as ``{"concurrency": int | None, "lane_concurrency":
-    int | None, "rate": (count, per_ms) | None, "lane_rate": ... | None}``
-    from a dict of some of those keys (counts >= 1).
-
-    Raises:
-        TypeError: not a dict, or a value of the wrong type (naming it).
-        ValueError: an unknown key, or a value out of its range.
-    """
-    if not isinstance(limits, dict):
-        raise TypeError(f"{name} must be a dict of {', '.join(LIMIT_NAMES)}, "
-                        f"got {type(limits).__name__}")
-    unknown = sorted(set(limits) - set(LIMIT_NAMES), key=str)
-    if unknown:
-        raise ValueError(f"{name} has unknown keys {unknown}; known: {list(LIMIT_NAMES)}")
-    return {"concurrency": optional_count(f"{name}['concurrency']", limits.get("concurrency")),
-            "lane_concurrency": optional_count(f"{name}['lane_concurrency']",
-                                               limits.get("lane_concurrency")),
-            "rate": check_rate(f"{name}['rate']", limits.get("rate")),
-            "lane_rate": check_rate(f"{name}['lane_rate']", limits.get("lane_rate"))}

@@ -8,7 +8,7 @@ metronome keeps promoting, so nothing due is lost while it is paused
 
 from __future__ import annotations
 
-from .. import rules
+from ..limits import check_limits
 from . import scripts
 from .keyspace import WAKE_CAP, Keyspace
 
@@ -81,7 +81,7 @@ class Queues:
         given = {"concurrency": concurrency, "lane_concurrency": lane_concurrency,
                  "rate": rate, "lane_rate": lane_rate}
         limits = {k: v for k, v in given.items() if v is not None}
-        checked = rules.check_limits("limits", limits)
+        checked = check_limits("limits", limits)
         rate, lane_rate = checked["rate"] or ("", ""), checked["lane_rate"] or ("", "")
         scripts.run(self.conn, "queues/set_limits", [ks.limits],
                     ["" if checked["concurrency"] is None else checked["concurrency"],

@@ -29,7 +29,7 @@ __all__ = [
     "check_text", "storable_text", "check_str", "check_queue_name", "check_job_id",
     "check_schedule_name", "to_ms", "check_run_at_ms", "to_run_at_ms", "check_payload_text",
     "check_json_value", "json_text", "PRIORITY_MIN", "PRIORITY_MAX", "check_priority",
-    "check_group", "check_key_text", "check_score",
+    "check_group", "check_key_text", "check_score", "check_seconds",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -81,7 +81,7 @@ def check_int(name: str, value: object, low: int, high: int = MAX_MS) -> int:
 
 def check_ms(name: str, value: object, low: int = 0) -> int:
     """An int of ms in ``low..MAX_MS`` (see :func:`check_int`)."""
-    return check_int(name, value, low, MAX_MS)
+    return check_int(name, value, low)
 
 
 def optional_count(name: str, value: object) -> int | None:
@@ -114,12 +114,8 @@ def _utf8(name: str, text: str) -> bytes:
 
 def check_text(name: str, value: object) -> str:
     """Return ``value`` if it is a str (empty allowed) that UTF-8 can encode:
-    no lone surrogates such as ``"\\ud800"``.
-
-    Raises:
-        TypeError: not a str.
-        ValueError: it holds a lone surrogate (the message gives its index).
-    """
+    TypeError for another type, ValueError for a lone surrogate such as
+    ``"\\ud800"`` (the message gives its index)."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     _utf8(name, value)
@@ -135,12 +131,8 @@ def storable_text(text: str) -> str:
 
 
 def check_str(name: str, value: object) -> str:
-    """A non-empty str that UTF-8 can encode (:func:`check_text`).
-
-    Raises:
-        TypeError: not a str, or empty.
-        ValueError: it holds a lone surrogate.
-    """
+    """A non-empty str that UTF-8 can encode (:func:`check_text`): TypeError
+    for another type or "", ValueError for a lone surrogate."""
     if not isinstance(value, str) or not value:
         raise TypeError(f"{name} must be a non-empty str, got {value!r}")
     return check_text(name, value)
@@ -164,9 +156,8 @@ def check_queue_name(queue: object) -> str:
 
 
 def check_job_id(job_id: object, name: str = "job_id") -> str:
-    """Return ``job_id`` if it is 1-200 characters of ``[A-Za-z0-9._-]``.
-
-    The ``JOB`` namespace is the admission scripts' rule (EMQKIND), not this one.
+    """Return ``job_id`` if it is 1-200 characters of ``[A-Za-z0-9._-]`` (the
+    ``JOB`` namespace is the admission scripts' rule, EMQKIND, not this one).
 
     Raises:
         TypeError: not a str.
@@ -230,6 +221,16 @@ def check_score(name: str, value: object) -> float:
     return float(value)
 
 
+def check_seconds(name: str, value: object, *, above_zero: bool = False) -> float:
+    """``value`` as float seconds: a finite number (:func:`check_score`'s rule;
+    TypeError for another type) >= 0, or > 0 with ``above_zero`` (ValueError)."""
+    seconds = check_score(name, value)
+    if seconds < 0 or above_zero and seconds == 0:
+        raise ValueError(f"{name} must be {'> 0' if above_zero else '>= 0'} seconds, "
+                         f"got {value!r}")
+    return seconds
+
+
 def check_schedule_name(name: object) -> str:
     """Return ``name`` if it is a valid recurring schedule name: 1-200
     printable characters without whitespace.
@@ -241,18 +242,16 @@ def check_schedule_name(name: object) -> str:
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     if not _SCHEDULE_NAME.fullmatch(name) or not name.isprintable():
-        raise ValueError(
-            f"name must be 1-200 printable characters without whitespace, got {name!r}"
-        )
+        raise ValueError(f"name must be 1-200 printable characters without whitespace, "
+                         f"got {name!r}")
     return name
 
 
 def to_ms(name: str, value: Any, low: int | None = None) -> int:
     """A ``timedelta`` or an int of ms, as an int of ms. A timedelta is rounded
     down to whole ms (``timedelta(microseconds=1500)`` is 1), so a negative
-    one stays negative (``timedelta(microseconds=-1)`` is -1, never 0).
-
-    With ``low``, a value below ``low`` ms raises, whatever its unit.
+    one stays negative (``timedelta(microseconds=-1)`` is -1, never 0). With
+    ``low``, a value below ``low`` ms raises, whatever its unit.
 
     Raises:
         TypeError: neither a timedelta nor an int.

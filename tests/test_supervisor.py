@@ -55,3 +55,12 @@ def test_a_child_that_keeps_dying_as_it_starts_is_restarted_at_a_growing_interva
     assert gaps[1] >= 0.5 - 0.05 and gaps[2] >= 1.0 - 0.05, gaps
     code, _ = stop(proc)
     assert code == 0
+
+
+@pytest.mark.parametrize("processes, error", [(0, ValueError), (1001, ValueError),
+                                              ("2", TypeError)])
+def test_processes_outside_its_range_is_refused_naming_it(processes, error):
+    from echomq_django.runtime.supervisor import Options, Supervisor
+
+    with pytest.raises(error, match="processes must be"):
+        Supervisor(Options(queues=["default"], processes=processes))

@@ -34,7 +34,7 @@ from .lease_keeper import LeaseKeeper
 from .outcome import Retention, Runner
 from .slots import Slot, Slots, process_name
 
-__all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S"]
+__all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S", "MAX_CONCURRENCY"]
 
 log = logging.getLogger("echomq.consumer")
 
@@ -51,6 +51,8 @@ SERVER_TICK_S = 0.1
 EXIT_TIMEOUT = 75
 #: How long a shutdown keeps trying to hand an unfinished job back (s).
 RELEASE_PERSIST_S = 5.0
+#: The most handler threads one consumer process runs.
+MAX_CONCURRENCY = 10_000
 
 
 class Consumer:
@@ -73,7 +75,7 @@ class Consumer:
     def __init__(self, conn, queues, *, concurrency: int, lease_ms: int, retention: Retention,
                  burst: bool = False, max_jobs: int | None = None,
                  stop: threading.Event | None = None, outage: Outage | None = None) -> None:
-        check_int("concurrency", concurrency, 1, 10_000)
+        check_int("concurrency", concurrency, 1, MAX_CONCURRENCY)
         self.jobs = Jobs(conn)
         self.conn = conn
         self.queues = list(queues)

@@ -26,14 +26,18 @@ import redis
 from ..conf import get_config
 from ..connection import describe, get_connection, reset_connection
 from ..exceptions import ConfigurationError
+from ..rules import check_int
 from .consumer import Consumer, Retention
 from .metronome import Metronome
 from ..connection.resilience import Outage, persist
 
-__all__ = ["Options", "Supervisor", "EXIT_CRASHED"]
+__all__ = ["Options", "Supervisor", "EXIT_CRASHED", "MAX_PROCESSES"]
 
 #: Exit code of a process whose consumer thread died of an error of ours (EX_SOFTWARE).
 EXIT_CRASHED = 70
+#: The most consumer processes one supervisor forks (more on one host is a
+#: mistake: run more hosts, or more threads per process).
+MAX_PROCESSES = 1000
 #: How long the boot-time schedule sync rides out a server that drops connections (s).
 BOOT_PERSIST_S = 60.0
 #: A child that ran this long before it exited is started again at once (s).
@@ -90,6 +94,9 @@ class Supervisor:
     """One runechomq process (and, with processes > 1, its children)."""
 
     def __init__(self, options: Options) -> None:
+        """Raises TypeError or ValueError for ``processes`` outside 1..MAX_PROCESSES
+        (the consumer checks ``concurrency`` itself)."""
+        check_int("processes", options.processes, 1, MAX_PROCESSES)
         self.options = options
         self.config = get_config()
         self.stop = threading.Event()

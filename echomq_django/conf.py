@@ -25,7 +25,8 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
     Queue names, each 1-100 characters of ``[A-Za-z0-9._-]``.
 ``LEASE_MS`` [30000, 1..2**53]; ``MAX_ATTEMPTS`` [3, >= 1];
 ``BACKOFF`` [("jitter", ("exponential", 1000, 300000))]
-    A backoff policy tuple, validated by :func:`echomq_django.api.backoff.check_backoff`; lists
+    A backoff policy tuple, validated by :func:`echomq_django.api.backoff.check_backoff`
+    (every ms parameter at most 2**53, jitter nested at most 8 policies deep); lists
     are converted to tuples here.
 ``MAX_PAYLOAD_BYTES`` [524288, > 0]; ``RESULT_TTL_MS`` [86400000, > 0];
 ``DEAD_TTL_MS`` [604800000, > 0]; ``DEAD_MAX`` [10000, > 0];
@@ -63,7 +64,9 @@ stable ids:
 - ``echomq.E010`` EMBEDDED_DIR is not a path, or PRUNE_SCHEDULES is not a bool.
 - ``echomq.E011`` a recurring schedule is invalid (reported by
   :func:`echomq_django.checks.check_schedules`).
-- ``echomq.E012`` BACKOFF is not a valid backoff policy.
+- ``echomq.E012`` BACKOFF is not a valid backoff policy (an unknown kind, a
+  parameter that is not an int in its range, up to 2**53 ms, or jitter nested
+  deeper than 8 policies).
 - ``echomq.E013`` a schedule in SCHEDULES names a job no ``@job`` registered
   (reported by :func:`echomq_django.checks.check_schedules`).
 - ``echomq.E014`` a recurring schedule's args/kwargs do not fit its job's
@@ -90,7 +93,8 @@ from django.dispatch import receiver
 
 from .exceptions import ConfigurationError
 from .api.backoff import check_backoff
-from .rules import MAX_MS, check_int, check_limits, check_queue_name
+from .limits import check_limits
+from .rules import MAX_MS, check_int, check_queue_name
 
 __all__ = ["Config", "get_config", "validate"]
 
@@ -153,7 +157,7 @@ class Config:
     embedded_dir: str = ""
     schedules: dict = dataclasses.field(default_factory=dict)
     prune_schedules: bool = False
-    #: queue -> its limits, as rules.check_limits returns them.
+    #: queue -> its limits, as limits.check_limits returns them.
     queue_limits: dict = dataclasses.field(default_factory=dict)
 
 
@@ -239,7 +243,7 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
                              f"{key} must be {rule}, got {type(raw[key]).__name__}"))
     if "BACKOFF" in raw:
         try:
-            check_backoff(_tupleize(raw["BACKOFF"]))
+            check_backoff(raw["BACKOFF"])
         except ValueError as err:
             problems.append(("echomq.E012", "BACKOFF", f"BACKOFF: {err}"))
     problems.extend(_check_queue_limits(raw.get("QUEUE_LIMITS", {})))
@@ -258,7 +262,7 @@ def _check_queues(raw: dict) -> list[tuple[str, str, str]]:
     for name in _unique(queues):
         try:
             check_queue_name(name)
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             problems.append(("echomq.E007", "QUEUES", f"QUEUES: {exc}"))
     dupes = sorted({q for q in queues if isinstance(q, str) and queues.count(q) > 1})
     if dupes:
@@ -267,7 +271,7 @@ def _check_queues(raw: dict) -> list[tuple[str, str, str]]:
 
 
 def _check_queue_limits(limits: Any) -> list[tuple[str, str, str]]:
-    """E015 problems of QUEUE_LIMITS: queue name -> rules.check_limits' dict."""
+    """E015 problems of QUEUE_LIMITS: queue name -> limits.check_limits' dict."""
     if not isinstance(limits, dict):
         return [("echomq.E015", "QUEUE_LIMITS",
                  f"QUEUE_LIMITS must be a dict of queue -> limits, got {type(limits).__name__}")]
@@ -288,13 +292,6 @@ def _unique(items: Any) -> list:
         if item not in seen:
             seen.append(item)
     return seen
-
-
-def _tupleize(value: Any) -> Any:
-    """Turn nested lists into tuples, so a policy from settings is hashable."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_tupleize(v) for v in value)
-    return value
 
 
 def _default_embedded_dir() -> str:
@@ -322,7 +319,8 @@ def _build(raw: dict) -> Config:
         cache=cache,
         connection_kwargs=dict(raw.get("CONNECTION_KWARGS", {})),
         queues=tuple(raw.get("QUEUES", ("default",))),
-        backoff=_tupleize(raw.get("BACKOFF", DEFAULT_BACKOFF)),
+        # Lists become tuples, so a policy from settings is hashable.
+        backoff=check_backoff(raw.get("BACKOFF", DEFAULT_BACKOFF)),
         embedded_dir=embedded_dir,
         schedules=dict(raw.get("SCHEDULES", {})),
         prune_schedules=raw.get("PRUNE_SCHEDULES", False),

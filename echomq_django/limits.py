@@ -8,6 +8,10 @@ consumer thread (seed 004, move 3: ``RateLimiter.take(chat)`` answers
 acks). The limits a queue or a lane puts on every claim are
 :meth:`echomq_django.Queues.set_limits`'; both use the same bucket
 (``lua/includes/bucket.lua``). Specified in docs/protocol.md ("limits/take").
+
+The grammar of the queue and lane limits (:func:`check_limits`, which
+``Queues.set_limits`` and ``ECHOMQ["QUEUE_LIMITS"]`` share) lives here too,
+beside the rates it describes (docs/protocol.md, "Limits").
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 from . import rules
 from .protocol import keyspace, scripts
 
-__all__ = ["RateLimiter"]
+__all__ = ["RateLimiter", "LIMIT_NAMES", "check_limits", "check_rate"]
 
 
 class RateLimiter:
@@ -57,3 +61,46 @@ class RateLimiter:
         count = rules.check_int("count", count, 1)
         per_ms = rules.check_int("per_ms", per_ms, 1)
         return int(scripts.run(self.conn, "limits/take", [name], [count, per_ms]))
+
+
+def check_rate(name: str, rate: object) -> tuple[int, int] | None:
+    """Return a rate, ``(count, per_ms)``: ``count`` tokens per ``per_ms``
+    (a token bucket holding at most ``count``), or None for no rate.
+
+    Raises:
+        TypeError: not a 2-tuple (or list) of ints, nor None.
+        ValueError: count or per_ms below 1 or past 2**53.
+    """
+    if rate is None:
+        return None
+    if not isinstance(rate, (tuple, list)) or len(rate) != 2:
+        raise TypeError(f"{name} must be (count, per_ms), got {rate!r}")
+    return (rules.check_int(f"{name} count", rate[0], 1),
+            rules.check_int(f"{name} per_ms", rate[1], 1))
+
+
+#: The limit names ``Queues.set_limits`` takes and ``ECHOMQ["QUEUE_LIMITS"]`` uses.
+LIMIT_NAMES = ("concurrency", "lane_concurrency", "rate", "lane_rate")
+
+
+def check_limits(name: str, limits: object) -> dict:
+    """Return a queue's limits as ``{"concurrency": int | None, "lane_concurrency":
+    int | None, "rate": (count, per_ms) | None, "lane_rate": ... | None}``
+    from a dict of some of those keys (counts >= 1).
+
+    Raises:
+        TypeError: not a dict, or a value of the wrong type (naming it).
+        ValueError: an unknown key, or a value out of its range.
+    """
+    if not isinstance(limits, dict):
+        raise TypeError(f"{name} must be a dict of {', '.join(LIMIT_NAMES)}, "
+                        f"got {type(limits).__name__}")
+    unknown = sorted(set(limits) - set(LIMIT_NAMES), key=str)
+    if unknown:
+        raise ValueError(f"{name} has unknown keys {unknown}; known: {list(LIMIT_NAMES)}")
+    count = rules.optional_count
+    return {"concurrency": count(f"{name}['concurrency']", limits.get("concurrency")),
+            "lane_concurrency": count(f"{name}['lane_concurrency']",
+                                      limits.get("lane_concurrency")),
+            "rate": check_rate(f"{name}['rate']", limits.get("rate")),
+            "lane_rate": check_rate(f"{name}['lane_rate']", limits.get("lane_rate"))}

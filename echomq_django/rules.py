@@ -1,5 +1,5 @@
 """The argument rules, in one place: ints and ms ranges, run-at instants, text,
-JSON nesting, names, ids, queue names, key text, scores, rates.
+JSON values, names, ids, queue names, key text, scores.
 
 Every public surface checks its arguments with these before anything is
 written, so a bad value raises in the caller and the server never sees it:
@@ -10,7 +10,7 @@ written, so a bad value raises in the caller and the server never sees it:
 
 The same rules are stated in docs/protocol.md ("Arguments"); the Lua scripts
 re-check what they are given (a client other than ours may call them). The
-backoff policy's grammar lives with the policies, in ``api/backoff.py``.
+grammars of backoff policies and queue limits live in api/backoff.py, limits.py.
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ from typing import Any
 from .exceptions import PayloadError, PayloadTooLargeError
 
 __all__ = [
-    "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_PATTERN", "QUEUE_NAME_RULE", "JOB_ID_RULE", "is_int",
-    "check_int", "check_ms", "optional_count", "check_text", "storable_text", "check_str",
-    "check_queue_name", "check_job_id", "check_schedule_name", "to_ms", "check_run_at_ms",
-    "to_run_at_ms", "check_payload_text", "check_json_nesting", "json_text",
-    "PRIORITY_MIN", "PRIORITY_MAX", "check_priority", "check_group", "check_rate",
-    "LIMIT_NAMES", "check_limits",
-    "check_key_text", "check_score",
+    "MAX_MS", "MIN_RUN_AT_MS", "MAX_JSON_DEPTH", "QUEUE_NAME_PATTERN", "QUEUE_NAME_RULE",
+    "JOB_ID_RULE", "is_int", "check_int", "check_ms", "optional_count", "check_bool",
+    "check_text", "storable_text", "check_str", "check_queue_name", "check_job_id",
+    "check_schedule_name", "to_ms", "check_run_at_ms", "to_run_at_ms", "check_payload_text",
+    "check_json_value", "json_text", "PRIORITY_MIN", "PRIORITY_MAX", "check_priority",
+    "check_group", "check_key_text", "check_score", "check_seconds",
 ]
 
 #: The largest ms value anywhere (an instant, a delay or a lease): 2**53, the
@@ -82,18 +81,23 @@ def check_int(name: str, value: object, low: int, high: int = MAX_MS) -> int:
 
 def check_ms(name: str, value: object, low: int = 0) -> int:
     """An int of ms in ``low..MAX_MS`` (see :func:`check_int`)."""
-    return check_int(name, value, low, MAX_MS)
+    return check_int(name, value, low)
 
 
 def optional_count(name: str, value: object) -> int | None:
-    """None, or an int in 1..MAX_MS: TypeError for another type, ValueError
-    out of range."""
+    """None, or an int in ``1..MAX_MS`` (counts and ms alike): TypeError for
+    another type (bools included), ValueError outside the range."""
     if value is None:
         return None
     if not is_int(value):
         raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__}")
-    if not 1 <= value <= MAX_MS:
-        raise ValueError(f"{name} must be an int in 1..2**53, got {value}")
+    return check_int(name, value, 1)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a bool (not 0, 1 or "yes"); else TypeError."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
     return value
 
 
@@ -104,20 +108,14 @@ def _utf8(name: str, text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as err:
-        raise ValueError(
-            f"{name} must be text UTF-8 can encode; it has a lone surrogate "
-            f"{text[err.start]!r} at index {err.start}"
-        ) from None
+        raise ValueError(f"{name} must be text UTF-8 can encode; it has a lone surrogate "
+                         f"{text[err.start]!r} at index {err.start}") from None
 
 
 def check_text(name: str, value: object) -> str:
     """Return ``value`` if it is a str (empty allowed) that UTF-8 can encode:
-    no lone surrogates such as ``"\\ud800"``.
-
-    Raises:
-        TypeError: not a str.
-        ValueError: it holds a lone surrogate (the message gives its index).
-    """
+    TypeError for another type, ValueError for a lone surrogate such as
+    ``"\\ud800"`` (the message gives its index)."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     _utf8(name, value)
@@ -133,12 +131,8 @@ def storable_text(text: str) -> str:
 
 
 def check_str(name: str, value: object) -> str:
-    """A non-empty str that UTF-8 can encode (:func:`check_text`).
-
-    Raises:
-        TypeError: not a str, or empty.
-        ValueError: it holds a lone surrogate.
-    """
+    """A non-empty str that UTF-8 can encode (:func:`check_text`): TypeError
+    for another type or "", ValueError for a lone surrogate."""
     if not isinstance(value, str) or not value:
         raise TypeError(f"{name} must be a non-empty str, got {value!r}")
     return check_text(name, value)
@@ -150,17 +144,20 @@ def check_queue_name(queue: object) -> str:
     braces, colons and spaces are refused).
 
     Raises:
-        ValueError: anything else (a non-str included); the message names the rule.
+        TypeError: not a str (``5``, ``None``, ``b"mail"``).
+        ValueError: a str that breaks the rule; the message names the rule.
     """
-    if not isinstance(queue, str) or not _QUEUE_NAME.fullmatch(queue):
+    if not isinstance(queue, str):
+        raise TypeError(f"queue name must be a str of {QUEUE_NAME_RULE}, "
+                        f"got {type(queue).__name__}")
+    if not _QUEUE_NAME.fullmatch(queue):
         raise ValueError(f"queue name must be {QUEUE_NAME_RULE}, got {queue!r}")
     return queue
 
 
 def check_job_id(job_id: object, name: str = "job_id") -> str:
-    """Return ``job_id`` if it is 1-200 characters of ``[A-Za-z0-9._-]``.
-
-    The ``JOB`` namespace is the admission scripts' rule (EMQKIND), not this one.
+    """Return ``job_id`` if it is 1-200 characters of ``[A-Za-z0-9._-]`` (the
+    ``JOB`` namespace is the admission scripts' rule, EMQKIND, not this one).
 
     Raises:
         TypeError: not a str.
@@ -224,6 +221,16 @@ def check_score(name: str, value: object) -> float:
     return float(value)
 
 
+def check_seconds(name: str, value: object, *, above_zero: bool = False) -> float:
+    """``value`` as float seconds: a finite number (:func:`check_score`'s rule;
+    TypeError for another type) >= 0, or > 0 with ``above_zero`` (ValueError)."""
+    seconds = check_score(name, value)
+    if seconds < 0 or above_zero and seconds == 0:
+        raise ValueError(f"{name} must be {'> 0' if above_zero else '>= 0'} seconds, "
+                         f"got {value!r}")
+    return seconds
+
+
 def check_schedule_name(name: object) -> str:
     """Return ``name`` if it is a valid recurring schedule name: 1-200
     printable characters without whitespace.
@@ -235,18 +242,16 @@ def check_schedule_name(name: object) -> str:
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     if not _SCHEDULE_NAME.fullmatch(name) or not name.isprintable():
-        raise ValueError(
-            f"name must be 1-200 printable characters without whitespace, got {name!r}"
-        )
+        raise ValueError(f"name must be 1-200 printable characters without whitespace, "
+                         f"got {name!r}")
     return name
 
 
 def to_ms(name: str, value: Any, low: int | None = None) -> int:
     """A ``timedelta`` or an int of ms, as an int of ms. A timedelta is rounded
     down to whole ms (``timedelta(microseconds=1500)`` is 1), so a negative
-    one stays negative (``timedelta(microseconds=-1)`` is -1, never 0).
-
-    With ``low``, a value below ``low`` ms raises, whatever its unit.
+    one stays negative (``timedelta(microseconds=-1)`` is -1, never 0). With
+    ``low``, a value below ``low`` ms raises, whatever its unit.
 
     Raises:
         TypeError: neither a timedelta nor an int.
@@ -305,19 +310,23 @@ def to_run_at_ms(name: str, value: Any) -> int:
                     f"got {type(value).__name__}")
 
 
-def check_json_nesting(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> None:
+def check_json_value(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise unless the lists, tuples and dicts in ``value`` nest at most
-    ``max_depth`` deep and none contains itself.
-
-    Only the nesting is judged (the types are :func:`echomq_django.api.payload.check_json`'s
-    rule). The walk keeps its own stack, so any depth is reported, never a
-    RecursionError, and a cycle is found instead of walked forever.
+    ``max_depth`` deep, none contains itself, and every str in it (keys
+    included) is :func:`check_text` (no lone surrogate: no UTF-8 form); the
+    other types are :func:`echomq_django.api.payload.check_json`'s rule. The
+    walk keeps its own stack: any depth is reported, never a RecursionError,
+    and a cycle is found instead of walked forever.
 
     Raises:
         PayloadError (a TypeError): ``"<name> is nested deeper than 100 levels
-            of lists and dicts"``, or ``"<name>[0] contains itself (again at
+            of lists and dicts"``, ``"<name>[0] contains itself (again at
             <name>[0][1])"``.
+        ValueError: a lone surrogate, naming where (``"<name>[0]['k'] must be
+            text UTF-8 can encode; ..."``, ``"a key of <name>[0] ..."``).
     """
+    if isinstance(value, str):
+        _utf8(name, value)
     stack = [(value, name, 1)]
     enclosing: dict[int, str] = {}  # id -> path of the containers around the walk
     while stack:
@@ -340,7 +349,11 @@ def check_json_nesting(name: str, value: object, max_depth: int = MAX_JSON_DEPTH
         enclosing[id(item)] = path
         stack.append((_LEAVE, id(item), 0))
         for key, child in children:
-            if isinstance(child, (dict, list, tuple)):
+            if isinstance(key, str) and not key.isascii():
+                _utf8(f"a key of {path}", key)
+            if isinstance(child, str) and not child.isascii():
+                _utf8(f"{path}[{key!r}]", child)
+            elif isinstance(child, (dict, list, tuple)):
                 stack.append((child, f"{path}[{key!r}]", depth + 1))
 
 
@@ -348,9 +361,11 @@ def json_text(name: str, value: Any) -> str:
     """``value`` as compact JSON text.
 
     Raises:
-        TypeError: ``value`` is not JSON-serialisable (NaN and Infinity included).
+        TypeError: ``value`` is not JSON-serialisable (NaN and Infinity
+            included), nests too deep or contains itself.
+        ValueError: a str in it holds a lone surrogate (:func:`check_json_value`).
     """
-    check_json_nesting(name, value)
+    check_json_value(name, value)
     try:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as err:
@@ -381,44 +396,3 @@ def check_payload_text(payload: object, max_bytes: int) -> str:
     except ValueError as err:
         raise ValueError(f"payload must be valid JSON text: {err}") from None
     return payload
-
-
-def check_rate(name: str, rate: object) -> tuple[int, int] | None:
-    """Return a rate, ``(count, per_ms)``: ``count`` tokens per ``per_ms``
-    (a token bucket holding at most ``count``), or None for no rate.
-
-    Raises:
-        TypeError: not a 2-tuple (or list) of ints, nor None.
-        ValueError: count or per_ms below 1 or past 2**53.
-    """
-    if rate is None:
-        return None
-    if not isinstance(rate, (tuple, list)) or len(rate) != 2:
-        raise TypeError(f"{name} must be (count, per_ms), got {rate!r}")
-    return (check_int(f"{name} count", rate[0], 1), check_int(f"{name} per_ms", rate[1], 1))
-
-
-#: The limit names ``Queues.set_limits`` takes and ``ECHOMQ["QUEUE_LIMITS"]`` uses.
-LIMIT_NAMES = ("concurrency", "lane_concurrency", "rate", "lane_rate")
-
-
-def check_limits(name: str, limits: object) -> dict:
-    """Return a queue's limits as ``{"concurrency": int | None, "lane_concurrency":
-    int | None, "rate": (count, per_ms) | None, "lane_rate": ... | None}``
-    from a dict of some of those keys (counts >= 1).
-
-    Raises:
-        TypeError: not a dict, or a value of the wrong type (naming it).
-        ValueError: an unknown key, or a value out of its range.
-    """
-    if not isinstance(limits, dict):
-        raise TypeError(f"{name} must be a dict of {', '.join(LIMIT_NAMES)}, "
-                        f"got {type(limits).__name__}")
-    unknown = sorted(set(limits) - set(LIMIT_NAMES), key=str)
-    if unknown:
-        raise ValueError(f"{name} has unknown keys {unknown}; known: {list(LIMIT_NAMES)}")
-    return {"concurrency": optional_count(f"{name}['concurrency']", limits.get("concurrency")),
-            "lane_concurrency": optional_count(f"{name}['lane_concurrency']",
-                                               limits.get("lane_concurrency")),
-            "rate": check_rate(f"{name}['rate']", limits.get("rate")),
-            "lane_rate": check_rate(f"{name}['lane_rate']", limits.get("lane_rate"))}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from echomq_django.api.backoff import Backoff, validate
+from echomq_django.api.backoff import MAX_BACKOFF_DEPTH, Backoff, validate
 
 
 @pytest.mark.parametrize("attempts", [1, 2, 7, 1000])
@@ -31,7 +31,7 @@ def test_exponential_reaching_the_cap_exactly():
 def test_exponential_with_a_huge_attempt_count_returns_the_cap():
     assert Backoff.delay_ms(("exponential", 100, 10_000), 10**6) == 10_000
     assert Backoff.delay_ms(("exponential", 1, 1), 10**9) == 1
-    assert Backoff.delay_ms(("exponential", 3, 2**62), 10**6) == 2**62
+    assert Backoff.delay_ms(("exponential", 3, 2**53), 10**6) == 2**53
 
 
 def test_exponential_cap_below_base_returns_cap():
@@ -84,21 +84,26 @@ def test_lists_are_accepted_as_policies():
 @pytest.mark.parametrize(
     "policy, rule",
     [
-        (("fixed", -1), r"\('fixed', ms\) needs an integer ms >= 0"),
-        (("fixed", 1.5), r"\('fixed', ms\) needs an integer ms >= 0"),
-        (("fixed", True), r"\('fixed', ms\) needs an integer ms >= 0"),
-        (("fixed",), r"\('fixed', ms\) needs an integer ms >= 0"),
-        (("fixed", 1, 2), r"\('fixed', ms\) needs an integer ms >= 0"),
-        (("exponential", 0, 100), r"needs integers base >= 1 and cap >= 1"),
-        (("exponential", 100, 0), r"needs integers base >= 1 and cap >= 1"),
-        (("exponential", 100), r"needs integers base >= 1 and cap >= 1"),
-        (("exponential", "100", 1000), r"needs integers base >= 1 and cap >= 1"),
-        (("exponential", 100, 1000.0), r"needs integers base >= 1 and cap >= 1"),
-        (("exponential", True, 1000), r"needs integers base >= 1 and cap >= 1"),
+        (("fixed", -1), r"\('fixed', ms\) needs an integer ms in 0..2\*\*53"),
+        (("fixed", 1.5), r"\('fixed', ms\) needs an integer ms in 0..2\*\*53"),
+        (("fixed", True), r"\('fixed', ms\) needs an integer ms in 0..2\*\*53"),
+        (("fixed",), r"\('fixed', ms\) needs an integer ms in 0..2\*\*53"),
+        (("fixed", 1, 2), r"\('fixed', ms\) needs an integer ms in 0..2\*\*53"),
+        (("exponential", 0, 100), r"needs integers base and cap in 1..2\*\*53"),
+        (("exponential", 100, 0), r"needs integers base and cap in 1..2\*\*53"),
+        (("exponential", 100), r"needs integers base and cap in 1..2\*\*53"),
+        (("exponential", "100", 1000), r"needs integers base and cap in 1..2\*\*53"),
+        (("exponential", 100, 1000.0), r"needs integers base and cap in 1..2\*\*53"),
+        (("exponential", True, 1000), r"needs integers base and cap in 1..2\*\*53"),
         (("jitter",), r"\('jitter', inner\) needs one inner policy"),
         (("jitter", ("fixed", 1), ("fixed", 2)), r"\('jitter', inner\) needs one inner policy"),
-        (("jitter", ("fixed", -5)), r"\('fixed', ms\) needs an integer ms >= 0"),
+        (("jitter", ("fixed", -5)), r"\('fixed', ms\) needs an integer ms in 0..2\*\*53"),
         (("jitter", ("linear", 5)), r"kind must be 'fixed', 'exponential' or 'jitter'"),
+        (("fixed", 2**53 + 1), r"\('fixed', ms\) needs an integer ms in 0..2\*\*53"),
+        (("exponential", 2**53 + 1, 1000), r"needs integers base and cap in 1..2\*\*53"),
+        (("exponential", 100, 2**60), r"needs integers base and cap in 1..2\*\*53"),
+        (("jitter", ("fixed", 2**53 + 1)), r"needs an integer ms in 0..2\*\*53"),
+        (("fixed", [[[[[[[[[[1]]]]]]]]]]), r"\('fixed', ms\) needs an integer ms"),
         (("linear", 5), r"kind must be 'fixed', 'exponential' or 'jitter'"),
         ((), r"must be a non-empty tuple"),
         (None, r"must be a non-empty tuple"),
@@ -120,9 +125,46 @@ def test_attempts_must_be_an_int_of_at_least_one(attempts):
 
 
 def test_builders_validate():
-    with pytest.raises(ValueError, match="needs an integer ms >= 0"):
+    with pytest.raises(ValueError, match=r"needs an integer ms in 0..2\*\*53"):
         Backoff.fixed(-1)
-    with pytest.raises(ValueError, match="base >= 1 and cap >= 1"):
+    with pytest.raises(ValueError, match=r"needs an integer ms in 0..2\*\*53"):
+        Backoff.fixed(2**53 + 1)
+    with pytest.raises(ValueError, match=r"base and cap in 1..2\*\*53"):
         Backoff.exponential(0, 10)
-    with pytest.raises(ValueError, match="base >= 1 and cap >= 1"):
+    with pytest.raises(ValueError, match=r"base and cap in 1..2\*\*53"):
         Backoff.exponential(10, 0, jitter=True)
+    with pytest.raises(ValueError, match=r"base and cap in 1..2\*\*53"):
+        Backoff.exponential(10, 2**53 + 1)
+
+
+def test_the_largest_parameters_are_2_to_the_53():
+    assert Backoff.delay_ms(("fixed", 2**53), 1) == 2**53
+    assert Backoff.delay_ms(("exponential", 2**53, 2**53), 5) == 2**53
+
+
+def _nested(depth, inner=("fixed", 10), as_list=False):
+    """``inner`` wrapped in ``depth`` jitters."""
+    policy = list(inner) if as_list else inner
+    for _ in range(depth):
+        policy = ["jitter", policy] if as_list else ("jitter", policy)
+    return policy
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_jitter_nested_past_the_bound_is_a_value_error_not_a_recursion_error(as_list):
+    assert validate(_nested(MAX_BACKOFF_DEPTH - 1, as_list=as_list)) == _nested(
+        MAX_BACKOFF_DEPTH - 1)
+    for depth in (MAX_BACKOFF_DEPTH, 5000):
+        with pytest.raises(ValueError, match=rf"more than {MAX_BACKOFF_DEPTH} policies deep"):
+            validate(_nested(depth, as_list=as_list))
+        with pytest.raises(ValueError, match="policies deep"):
+            Backoff.delay_ms(_nested(depth, as_list=as_list), 1)
+
+
+def test_a_deeply_nested_parameter_is_reported_without_a_recursion_error():
+    deep: list = [1]
+    for _ in range(5000):
+        deep = [deep]
+    for policy in (("fixed", deep), deep, ("jitter", ("linear", deep))):
+        with pytest.raises(ValueError, match="backoff"):
+            validate(policy)

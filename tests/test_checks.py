@@ -58,8 +58,16 @@ def test_checks_are_registered_under_the_echomq_tag():
     assert "echomq" in registry.registry.tags_available()
 
 
+def _jitter_nested(depth):
+    policy = ["fixed", 10]
+    for _ in range(depth):
+        policy = ["jitter", policy]
+    return policy
+
+
 @pytest.mark.parametrize("backoff", [("linear", 1), "exponential", ("exponential", -1, 0),
-                                     ["jitter", ["fixed", -5]]])
+                                     ["jitter", ["fixed", -5]], ("fixed", 2**53 + 1),
+                                     ["exponential", 1000, 2**60], _jitter_nested(5000)])
 def test_a_bad_backoff_policy_fails_the_check(backoff):
     from django.core.checks import run_checks
     from django.test import override_settings
@@ -76,3 +84,11 @@ def test_a_good_backoff_list_passes_the_check():
     with override_settings(ECHOMQ={"URL": "redis://127.0.0.1:6379/0",
                                    "BACKOFF": ["jitter", ["exponential", 100, 1000]]}):
         assert [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E012"] == []
+
+
+def test_manage_py_check_names_a_backoff_out_of_range():
+    with override_settings(ECHOMQ={"BACKOFF": ("jitter", ("exponential", 1000, 2**53 + 1))}):
+        with pytest.raises(SystemCheckError) as info:
+            call_command("check")
+    text = str(info.value)
+    assert "echomq.E012" in text and "BACKOFF" in text and "1..2**53" in text

@@ -129,6 +129,9 @@ BAD = [
     ({"QUEUES": []}, "echomq.E007", "QUEUES", "non-empty"),
     ({"QUEUES": "default"}, "echomq.E007", "QUEUES", "QUEUES"),
     ({"QUEUES": ["a", "a"]}, "echomq.E007", "QUEUES", "more than once"),
+    ({"QUEUES": ["a", 5]}, "echomq.E007", "QUEUES", "must be a str"),
+    ({"BACKOFF": ("fixed", 2**53 + 1)}, "echomq.E012", "BACKOFF", "0..2**53"),
+    ({"BACKOFF": ["exponential", 1000, 2**60]}, "echomq.E012", "BACKOFF", "1..2**53"),
     ({"CONNECTION_KWARGS": [("a", 1)]}, "echomq.E008", "CONNECTION_KWARGS", "CONNECTION_KWARGS must be a dict"),
     ({"SCHEDULES": ["x"]}, "echomq.E009", "SCHEDULES", "SCHEDULES must be a dict"),
     ({"EMBEDDED_DIR": 3}, "echomq.E010", "EMBEDDED_DIR", "EMBEDDED_DIR must be a path"),
@@ -141,9 +144,9 @@ BAD = [
     ({"QUEUE_LIMITS": {"q": {"lane_rate": (1, 0)}}}, "echomq.E015", "QUEUE_LIMITS",
      "QUEUE_LIMITS['q']['lane_rate'] per_ms"),
     ({"QUEUE_LIMITS": {"q": {"concurrency": 0}}}, "echomq.E015", "QUEUE_LIMITS",
-     "QUEUE_LIMITS['q']['concurrency'] must be an int"),
+     "QUEUE_LIMITS['q']['concurrency'] must be in 1..9007199254740992, got 0"),
     ({"QUEUE_LIMITS": {"q": {"concurrency": 2**60}}}, "echomq.E015", "QUEUE_LIMITS",
-     "QUEUE_LIMITS['q']['concurrency'] must be an int in 1..2**53"),
+     "QUEUE_LIMITS['q']['concurrency'] must be in 1..9007199254740992"),
     ({"QUEUE_LIMITS": {"q": {"lane_concurrency": True}}}, "echomq.E015", "QUEUE_LIMITS",
      "QUEUE_LIMITS['q']['lane_concurrency'] must be an int"),
 ]
@@ -191,7 +194,14 @@ def test_valid_queue_names(name):
     assert validate_queue_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["", "x" * 101, "a b", "a:b", "{a}", "é", None, 5, b"bytes"])
+@pytest.mark.parametrize("name", ["", "x" * 101, "a b", "a:b", "{a}", "é"])
 def test_invalid_queue_names(name):
     with pytest.raises(ValueError, match=r"queue name must be 1-100 characters of \[A-Za-z0-9._-\], got"):
+        validate_queue_name(name)
+
+
+@pytest.mark.parametrize("name", [None, 5, b"bytes", ["a"]])
+def test_a_queue_name_that_is_not_a_str_is_a_type_error(name):
+    with pytest.raises(TypeError, match=r"queue name must be a str of 1-100 characters of "
+                                        rf"\[A-Za-z0-9._-\], got {type(name).__name__}"):
         validate_queue_name(name)

@@ -116,3 +116,20 @@ def test_forked_child_builds_its_own_client(conn):
     # The parent's client and its socket are untouched by the child.
     assert get_connection() is conn
     assert conn.client_id() == parent_id
+
+
+@pytest.mark.parametrize("make, described", [
+    (lambda: redis.Redis.from_url("rediss://ops:s3cret@db.example.invalid:6380/3"),
+     "rediss://ops@db.example.invalid:6380/3"),
+    (lambda: redis.Redis(host="db.example.invalid", port=6390, db=2, ssl=True, password="x"),
+     "rediss://db.example.invalid:6390/2"),
+    (lambda: redis.Redis.from_url("redis://:s3cret@db.example.invalid:6379/1"),
+     "redis://db.example.invalid:6379/1"),
+])
+def test_describe_says_rediss_for_tls_and_never_connects(make, described):
+    from echomq_django.connection import describe
+
+    client = make()
+    # db.example.invalid never resolves: a describe that connected would raise.
+    assert describe(client) == described
+    assert "s3cret" not in describe(client)

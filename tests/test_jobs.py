@@ -840,6 +840,9 @@ def test_a_lone_surrogate_in_a_claim_s_consumer_is_refused(jobs, redis_client, q
     ("token", lambda j, q, c: j.extend(q, c.job_id, c.token + LONE, 1000)),
     ("token", lambda j, q, c: j.release(q, c.job_id, c.token + LONE)),
     ("token", lambda j, q, c: j.progress(q, c.job_id, c.token + LONE, 50)),
+    ("result", lambda j, q, c: j.ack(q, c.job_id, c.token, LONE)),
+    (r"result\['k'\]\[1\]", lambda j, q, c: j.ack(q, c.job_id, c.token, {"k": ["ok", LONE]})),
+    (r"a key of result\[0\]", lambda j, q, c: j.ack(q, c.job_id, c.token, [{LONE: 1}])),
 ])
 def test_a_lone_surrogate_in_a_held_job_s_text_is_refused_naming_it(
         jobs, redis_client, queue, name, call):

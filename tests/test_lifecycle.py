@@ -10,6 +10,7 @@ subprocesses are in test_lifecycle_worker.py.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import timedelta
 
@@ -604,6 +605,17 @@ def test_returning_acks_with_the_result_kept_result_ttl(consumer, jobs, redis_cl
     assert 3_500_000 < redis_client.pttl(ks.job(job_id)) <= 3_600_000
 
 
+def test_a_result_with_a_lone_surrogate_is_not_kept_and_the_job_is_done(
+        consumer, jobs, queue, caplog):
+    with caplog.at_level(logging.WARNING, logger="echomq"):
+        job_id, outcome = run_one(consumer, jobs, queue, testjobs.lone_surrogate)
+    assert outcome == "done"
+    row = jobs.get(queue, job_id)
+    assert (row.state, row.result) == ("done", "")
+    assert f"job {job_id} returned a value that is not JSON" in caplog.text
+    assert "result['name'] must be text UTF-8 can encode" in caplog.text
+
+
 def test_raising_retry_uses_its_delay_exactly(consumer, jobs, queue):
     job_id, outcome = run_one(consumer, jobs, queue, testjobs.choose, f"{queue}:n", "retry",
                               delay_ms=4321)
@@ -642,8 +654,8 @@ def test_a_failure_whose_text_utf8_cannot_encode_is_still_recorded(consumer, job
                                                                    discard):
     # surrogateescape turns an undecodable byte into a lone surrogate, which
     # Redis cannot store; the traceback and reason keep it as an escape.
-    job_id, outcome = run_one(consumer, jobs, queue, testjobs.fail_with,
-                              b"caf\xff".decode("utf-8", "surrogateescape"), discard=discard)
+    job_id, outcome = run_one(consumer, jobs, queue, testjobs.fail_with, "caf",
+                              discard=discard, bad_byte=True)
     assert outcome == ("dead" if discard else "retry")
     row = jobs.get(queue, job_id)
     assert row.state == ("dead" if discard else "scheduled")

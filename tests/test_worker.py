@@ -1,6 +1,7 @@
 """runechomq end to end: a real subprocess against the real test server."""
 
 import json
+import re
 import time
 
 import pytest
@@ -201,3 +202,33 @@ def test_command_rejects_bad_queue_names(worker_procs):
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode != 0
     assert "queue name must be 1-100 characters" in out
+
+
+@pytest.mark.parametrize("option, value, rule", [
+    ("--concurrency", "20000", "1..10000"),
+    ("--concurrency", "0", "1..10000"),
+    ("--concurrency", "four", "1..10000"),
+    ("--processes", "0", "1..1000"),
+    ("--processes", "100000", "1..1000"),
+    ("--max-jobs", "0", "1..9007199254740992"),
+    ("--max-jobs", "1.5", "1..9007199254740992"),
+    ("--lease-ms", "0", "1..9007199254740992"),
+    ("--lease-ms", str(2**53 + 1), "1..9007199254740992"),
+    ("--shutdown-grace-ms", "-1", "0..9007199254740992"),
+])
+def test_a_numeric_option_out_of_its_range_is_a_usage_error_naming_it(option, value, rule):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=rf"argument {option}: must be an int in "
+                                           rf"{re.escape(rule)}, got '{re.escape(value)}'"):
+        call_command("runechomq", option, value)
+
+
+def test_concurrency_past_its_bound_exits_with_usage_not_a_traceback(worker_procs):
+    proc = runechomq("default", "--concurrency", "20000")
+    worker_procs.append(proc)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 2, out
+    assert "usage:" in out
+    assert "error: argument --concurrency: must be an int in 1..10000, got '20000'" in out
+    assert "Traceback" not in out

@@ -20,7 +20,8 @@ protocol's own scripts (:class:`~echomq_django.protocol.jobs.Jobs`,
 :class:`~echomq_django.repeat.Repeat`'s. The admin's pages and
 the effects of each action are described in ``docs/admin.md``.
 
-Errors: ValueError for a bad queue name; TypeError for a job id that is not a
+Errors: ValueError for a bad queue name (TypeError for one that is not a
+str); TypeError for a job id that is not a
 non-empty str; NoSuchJobError from :meth:`Actions.cancel` for a missing row;
 LookupError from :meth:`Actions.run_repeat_now` for a missing schedule;
 ``redis.RedisError`` for server failures.

@@ -13,42 +13,61 @@ The host computes the delay; the retry script takes a literal ``delay_ms``.
 from __future__ import annotations
 
 import random
+import reprlib
 
-from ..rules import check_int, is_int
+from ..rules import MAX_MS, check_int, is_int
 
 _rng = random.SystemRandom()
+
+#: How many policies deep ``("jitter", ...)`` may wrap: jitter over jitter
+#: only narrows the draw, so real policies stop at 2; the bound keeps a
+#: policy from settings or code from being walked thousands of levels deep.
+MAX_BACKOFF_DEPTH = 8
 
 
 def check_backoff(policy: object) -> tuple:
     """Return the backoff ``policy`` as a tuple if it is valid (lists are
-    accepted). The one argument rule kept beside what it governs rather than
-    in :mod:`echomq_django.rules`: it is the policies' own grammar.
+    accepted, and returned as tuples). The one argument rule kept beside what
+    it governs rather than in :mod:`echomq_django.rules`: it is the policies'
+    own grammar. Every parameter is ms in ``rules.MAX_MS`` (2**53) at most.
 
     Raises:
         ValueError: the policy's kind is unknown or a parameter breaks its rule
-            (fixed ms >= 0; exponential base >= 1, cap >= 1).
+            (fixed ms in 0..2**53; exponential base and cap in 1..2**53; jitter
+            one inner policy, nested at most MAX_BACKOFF_DEPTH (8) policies deep).
     """
+    return _check(policy, 1)
+
+
+def _ms(value: object, low: int) -> bool:
+    return is_int(value) and low <= value <= MAX_MS
+
+
+def _check(policy: object, depth: int) -> tuple:
+    if depth > MAX_BACKOFF_DEPTH:
+        raise ValueError(f"backoff policy nests ('jitter', inner) more than "
+                         f"{MAX_BACKOFF_DEPTH} policies deep")
     if isinstance(policy, list):
-        policy = tuple(check_backoff(p) if isinstance(p, list) else p for p in policy)
+        policy = tuple(policy)
     if not isinstance(policy, tuple) or not policy:
-        raise ValueError(f"backoff policy must be a non-empty tuple, got {policy!r}")
+        raise ValueError(f"backoff policy must be a non-empty tuple, got {reprlib.repr(policy)}")
     kind, params = policy[0], policy[1:]
     if kind == "fixed":
-        if len(params) != 1 or not is_int(params[0]) or params[0] < 0:
-            raise ValueError(f"backoff ('fixed', ms) needs an integer ms >= 0, got {policy!r}")
+        if len(params) != 1 or not _ms(params[0], 0):
+            raise ValueError("backoff ('fixed', ms) needs an integer ms in 0..2**53, "
+                             f"got {reprlib.repr(policy)}")
     elif kind == "exponential":
-        if len(params) != 2 or not all(is_int(p) and p >= 1 for p in params):
-            raise ValueError(
-                f"backoff ('exponential', base, cap) needs integers base >= 1 and cap >= 1, got {policy!r}"
-            )
+        if len(params) != 2 or not all(_ms(p, 1) for p in params):
+            raise ValueError("backoff ('exponential', base, cap) needs integers base and cap "
+                             f"in 1..2**53, got {reprlib.repr(policy)}")
     elif kind == "jitter":
         if len(params) != 1:
-            raise ValueError(f"backoff ('jitter', inner) needs one inner policy, got {policy!r}")
-        return ("jitter", check_backoff(params[0]))
+            raise ValueError("backoff ('jitter', inner) needs one inner policy, "
+                             f"got {reprlib.repr(policy)}")
+        return ("jitter", _check(params[0], depth + 1))
     else:
-        raise ValueError(
-            f"backoff policy kind must be 'fixed', 'exponential' or 'jitter', got {kind!r}"
-        )
+        raise ValueError("backoff policy kind must be 'fixed', 'exponential' or 'jitter', "
+                         f"got {reprlib.repr(kind)}")
     return policy
 
 

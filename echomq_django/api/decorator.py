@@ -31,8 +31,12 @@ without arguments (its occurrences pass none; the same mistake in
 ``ECHOMQ["SCHEDULES"]``, a template whose args/kwargs do not fit, is the
 system check ``echomq.E014``); TypeError or ValueError naming the option for a
 bad one (a ``tz`` that names no zone, ``""`` included, raises ValueError here,
-not when runechomq boots). At enqueue, before anything is written:
-PayloadError (TypeError) for non-JSON arguments, PayloadTooLargeError
+not when runechomq boots): ``max_attempts``, ``lease_ms`` and ``timeout_ms``
+are None or ints in 1..2**53, ``backoff`` a policy whose ms are at most 2**53
+(:func:`~echomq_django.api.backoff.check_backoff`), ``context`` a bool, and
+``queue`` a str (TypeError otherwise) of the queue-name rule. At enqueue,
+before anything is written: PayloadError (TypeError) for non-JSON arguments,
+ValueError naming where a str holds a lone surrogate, PayloadTooLargeError
 (ValueError) over MAX_PAYLOAD_BYTES, and TypeError naming the function for
 arguments that do not bind to its signature (``f.enqueue("a", "b")`` for ``def
 f(x)``), which would otherwise fail every attempt until the job is dead.

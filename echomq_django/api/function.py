@@ -46,10 +46,10 @@ class JobFunction:
         self.group = rules.check_group(group)
         self.priority = rules.check_priority(priority)
         self.max_attempts = rules.optional_count("max_attempts", max_attempts)
-        self.backoff = None if backoff is None else backoff_mod.validate(backoff)
+        self.backoff = None if backoff is None else backoff_mod.check_backoff(backoff)
         self.lease_ms = rules.optional_count("lease_ms", lease_ms)
         self.timeout_ms = rules.optional_count("timeout_ms", timeout_ms)
-        self.context = bool(context)
+        self.context = rules.check_bool("context", context)
         try:
             # Read once: every enqueue binds its arguments to it.
             self._signature: inspect.Signature | None = inspect.signature(fn)
@@ -103,7 +103,7 @@ class JobFunction:
 
         config = get_config()
         return (self.max_attempts or config.max_attempts,
-                self.backoff or backoff_mod.validate(config.backoff),
+                self.backoff or backoff_mod.check_backoff(config.backoff),
                 self.lease_ms or config.lease_ms)
 
     @property

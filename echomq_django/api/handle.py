@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .. import rules
 from ..exceptions import JobFailedError, NoSuchJobError
 from ..protocol.jobs import Jobs
 from ..protocol.records import JobRow, Outcome
@@ -35,10 +36,19 @@ class JobHandle:
     def wait(self, timeout_s: float = 30.0, poll_s: float = 0.05) -> JobRow:
         """Wait until the job is done, dead or cancelled; return its row.
 
-        Polls the row every ``poll_s`` (a caller-side wait, not a worker's).
-        Raises TimeoutError after ``timeout_s``; NoSuchJobError when the row
-        does not exist (never enqueued, or expired).
+        Polls the row every ``poll_s`` seconds (a caller-side wait, not a
+        worker's) for at most ``timeout_s`` seconds (0: look once). Both are
+        ints or floats, finite; ``timeout_s`` >= 0, ``poll_s`` > 0.
+
+        Raises:
+            TypeError: ``timeout_s`` or ``poll_s`` is not an int or a float
+                (bools included), naming it.
+            ValueError: one is NaN, infinite, negative, or ``poll_s`` is 0.
+            TimeoutError: the job is still unfinished after ``timeout_s``.
+            NoSuchJobError: the row does not exist (never enqueued, or expired).
         """
+        timeout_s = rules.check_seconds("timeout_s", timeout_s)
+        poll_s = rules.check_seconds("poll_s", poll_s, above_zero=True)
         deadline = time.monotonic() + timeout_s
         while True:
             row = self.get()
@@ -48,13 +58,14 @@ class JobHandle:
                 return row
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"job {self.job_id} is still {row.state} after {timeout_s} s")
-            time.sleep(poll_s)
+            time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
 
     def result(self, timeout_s: float = 30.0) -> Any:
-        """Wait for the job and return its JSON return value.
+        """Wait up to ``timeout_s`` seconds for the job (:meth:`wait`) and
+        return its JSON return value.
 
         Raises JobFailedError (with the row) when it ended dead or cancelled;
-        TimeoutError and NoSuchJobError as :meth:`wait`.
+        TypeError, ValueError, TimeoutError and NoSuchJobError as :meth:`wait`.
         """
         row = self.wait(timeout_s)
         if row.state != "done":

@@ -6,8 +6,9 @@ crosses the wire (STYLE principle 9: never pickle): ``None``, ``bool``,
 nested at most :data:`~echomq_django.rules.MAX_JSON_DEPTH` (100) levels deep.
 Anything else (a datetime, a Decimal, a model instance, a tuple, NaN, a dict
 with non-str keys, a list that contains itself) raises in the caller, so what
-a handler receives is exactly what was passed. See docs/protocol.md
-("Arguments").
+a handler receives is exactly what was passed; so does a str (or key) with a
+lone surrogate such as ``"\\ud800"``, which has no UTF-8 form. See
+docs/protocol.md ("Arguments").
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from ..exceptions import PayloadError, PayloadTooLargeError
 
 def check_json(value: Any, where: str) -> None:
     """Raise PayloadError (a TypeError) naming ``where`` if ``value`` is not
-    plain JSON, nests deeper than ``rules.MAX_JSON_DEPTH`` or contains itself."""
-    rules.check_json_nesting(where, value)
+    plain JSON, nests deeper than ``rules.MAX_JSON_DEPTH`` or contains itself;
+    ValueError naming it if a str in it holds a lone surrogate
+    (:func:`echomq_django.rules.check_json_value`)."""
+    rules.check_json_value(where, value)
     stack = [(value, where)]
     while stack:
         item, path = stack.pop()
@@ -57,11 +60,14 @@ def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> str:
         PayloadError (TypeError): an argument is not plain JSON, nests deeper
             than ``rules.MAX_JSON_DEPTH`` (100) or contains itself; the message
             names it (``args[1]``, ``kwargs['when']``).
+        ValueError: a str in an argument (or a kwarg's name) holds a lone
+            surrogate (``"\\ud800"``); the message names where.
         PayloadTooLargeError (ValueError): the text exceeds ``max_bytes`` (UTF-8).
     """
     for index, arg in enumerate(args):
         check_json(arg, f"args[{index}]")
     for key, arg in kwargs.items():
+        rules.check_text("a name in kwargs", key)
         check_json(arg, f"kwargs[{key!r}]")
     text = json.dumps({"job": job_path, "args": list(args), "kwargs": kwargs},
                       separators=(",", ":"), allow_nan=False)

@@ -88,7 +88,10 @@ def get_connection() -> redis.Redis:
 
 def describe(client: Any) -> str:
     """Where ``client`` points, for a log line or an error message, without
-    its password: ``redis://host:port/db`` or ``unix:///path?db=N``."""
+    its password: ``redis://host:port/db``, ``rediss://...`` for TLS (the
+    pool's connection class is an SSLConnection, as ``rediss://`` URLs and
+    ``ssl=True`` make it), or ``unix:///path?db=N``. Reads the client's
+    settings only: never connects."""
     try:
         kwargs = client.connection_pool.connection_kwargs
     except AttributeError:
@@ -96,8 +99,10 @@ def describe(client: Any) -> str:
     db = kwargs.get("db", 0)
     if kwargs.get("path"):
         return f"unix://{kwargs['path']}?db={db}"
-    scheme = "rediss" if kwargs.get("ssl") or "SSL" in type(
-        client.connection_pool.connection_class).__name__.upper() else "redis"
+    connection_class = getattr(client.connection_pool, "connection_class", None)
+    tls = kwargs.get("ssl") or (isinstance(connection_class, type)
+                                and issubclass(connection_class, redis.connection.SSLConnection))
+    scheme = "rediss" if tls else "redis"
     user = f"{kwargs['username']}@" if kwargs.get("username") else ""
     return f"{scheme}://{user}{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
 

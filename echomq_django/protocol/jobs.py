@@ -206,7 +206,8 @@ class Jobs:
         (protocol.md, "ack"). Repeating an ack whose reply was lost answers
         the recorded outcome. Raises StaleTokenError when ``token`` no longer
         holds the lease (nothing changes); TypeError for a non-JSON result
-        (PayloadError for one nested deeper than 100 levels or containing itself).
+        (PayloadError for one nested deeper than 100 levels or containing itself);
+        ValueError for a str in it with a lone surrogate (naming where).
         """
         ks = Keyspace(queue)
         check_job_id(job_id)

@@ -15,7 +15,8 @@ class Keyspace:
     """The key names of one queue.
 
     ``Keyspace("mail").pending == "emq:{mail}:pending"``. Construction
-    validates the queue name (ValueError), so nothing is written for a bad one.
+    validates the queue name (TypeError for a non-str, ValueError for a str
+    that breaks the rule), so nothing is written for a bad one.
     """
 
     __slots__ = ("queue", "base")

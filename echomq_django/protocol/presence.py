@@ -26,7 +26,8 @@ class Presence:
         """Record that runechomq process ``worker_id`` is alive for ``ttl_ms``.
 
         ``fields`` is a flat dict of str/int values. Returns the server time (ms).
-        Raises ValueError for a bad queue name or ttl.
+        Raises ValueError for a bad queue name or ttl (TypeError for one of
+        the wrong type).
         """
         for q in queues:
             check_queue_name(q)

@@ -8,7 +8,7 @@ metronome keeps promoting, so nothing due is lost while it is paused
 
 from __future__ import annotations
 
-from .. import rules
+from ..limits import check_limits
 from . import scripts
 from .keyspace import WAKE_CAP, Keyspace
 
@@ -40,7 +40,8 @@ def limits_from_fields(raw: dict) -> dict:
 class Queues:
     """Queue-wide control on one connection. Thread-safe as redis-py is.
 
-    Every method raises ValueError for a bad queue name before anything is sent.
+    Every method raises TypeError for a queue name that is not a str and
+    ValueError for one that breaks the rule, before anything is sent.
     """
 
     def __init__(self, conn) -> None:
@@ -83,7 +84,7 @@ class Queues:
         given = {"concurrency": concurrency, "lane_concurrency": lane_concurrency,
                  "rate": rate, "lane_rate": lane_rate}
         limits = {k: v for k, v in given.items() if v is not None}
-        checked = rules.check_limits("limits", limits)
+        checked = check_limits("limits", limits)
         rate, lane_rate = checked["rate"] or ("", ""), checked["lane_rate"] or ("", "")
         return scripts.run(self.conn, "queues/set_limits", [ks.limits],
                            ["" if checked["concurrency"] is None else checked["concurrency"],

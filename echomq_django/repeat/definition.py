@@ -54,7 +54,7 @@ def canonical(value: Any) -> str:
 def _check_template(template: object) -> dict:
     if not isinstance(template, dict):
         raise TypeError(f"template must be a JSON object (dict), got {type(template).__name__}")
-    rules.check_json_nesting("template", template)
+    rules.check_json_value("template", template)
     try:
         round_trip = json.loads(json.dumps(template, allow_nan=False))
     except (TypeError, ValueError) as err:

@@ -34,7 +34,7 @@ from .lease_keeper import LeaseKeeper
 from .outcome import Retention, Runner
 from .slots import Slot, Slots, process_name
 
-__all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S"]
+__all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S", "MAX_CONCURRENCY"]
 
 log = logging.getLogger("echomq.consumer")
 
@@ -51,6 +51,8 @@ SERVER_TICK_S = 0.1
 EXIT_TIMEOUT = 75
 #: How long a shutdown keeps trying to hand an unfinished job back (s).
 RELEASE_PERSIST_S = 5.0
+#: The most handler threads one consumer process runs.
+MAX_CONCURRENCY = 10_000
 
 
 class Consumer:
@@ -74,7 +76,7 @@ class Consumer:
     def __init__(self, conn, queues, *, concurrency: int, lease_ms: int, retention: Retention,
                  burst: bool = False, max_jobs: int | None = None,
                  stop: threading.Event | None = None, outage: Outage | None = None) -> None:
-        check_int("concurrency", concurrency, 1, 10_000)
+        check_int("concurrency", concurrency, 1, MAX_CONCURRENCY)
         self.jobs = Jobs(conn)
         self.conn = conn
         self.queues = list(queues)
@@ -248,25 +250,34 @@ class Consumer:
                     self.stop.set()
         self._freed.set()
 
-    def _claim_all(self, room: int, token: str) -> tuple[list[Claim], float | None]:
-        """Claim up to ``room`` jobs, queue after queue in order; returns the
-        claims and, when a rate limit held work back, how long until a token
-        is due (s)."""
-        claims: list[Claim] = []
+    def _claim_all(self, room: int, tokens: dict[str, str], claims: list[Claim]) -> float | None:
+        """Claim up to ``room`` jobs, queue after queue in order, appending to
+        ``claims`` as each queue answers (so a later queue's failure keeps
+        what the earlier ones leased). Returns, when a rate limit held work
+        back, how long until a token is due (s), else None.
+
+        ``tokens`` holds each queue's batch token: a token is used for one
+        queue only, and a queue whose claim leased jobs gets a fresh one at
+        once. A queue whose claim raised keeps its token, so the next round
+        repeats that claim with it and, if the lost reply had leased jobs,
+        answers the same leases (docs/protocol.md, "Fencing tokens").
+        """
         wait_s = None
         for queue in self.queues:
             got, wait_ms = self.jobs.claim_many(queue, self.name, self.lease_ms,
-                                                room - len(claims), token=token)
-            claims.extend(got)
+                                                room - len(claims), token=tokens[queue])
+            if got:
+                tokens[queue] = new_token()
+                claims.extend(got)
             if wait_ms is not None:
                 wait_s = wait_ms / 1000 if wait_s is None else min(wait_s, wait_ms / 1000)
             if len(claims) >= room:
                 break
-        return claims, wait_s
+        return wait_s
 
     def _fetch(self) -> None:
         backoff = Backoff()
-        token = new_token()
+        tokens = {queue: new_token() for queue in self.queues}
         try:
             while not self.stop.is_set():
                 room = self._room()
@@ -278,27 +289,26 @@ class Consumer:
                         self._freed.wait(IDLE_BLOCK_S)
                     self._freed.clear()
                     continue
+                claims: list[Claim] = []
                 try:
-                    # A claim whose reply was lost is repeated with the same
-                    # token and answers the same leases, so a dropped
-                    # connection never strands jobs in active until the reaper.
-                    claims, wait_s = self._claim_all(room, token)
+                    wait_s = self._claim_all(room, tokens, claims)
                 except Exception as err:  # noqa: BLE001 - a lost server must not kill the fetcher
-                    self._unreserve(room)
+                    self._unreserve(room - len(claims))
+                    self._hand_off(claims)
                     if passing(err):
                         self.outage.failed(err)
                     else:
                         log.exception("claim failed")
-                        token = new_token()
+                        # Such a claim is not repeated, so its token is
+                        # retired rather than left for another claim.
+                        tokens = {queue: new_token() for queue in self.queues}
                     self.stop.wait(backoff.next_s())
                     continue
                 self.outage.ok()
                 backoff.reset()
                 self._unreserve(room - len(claims))
                 if claims:
-                    token = new_token()
-                    for claim in claims:
-                        self._handoff.put(claim)
+                    self._hand_off(claims)
                     continue
                 # Burst mode ends when nothing is ready and nothing runs; work
                 # a rate limit holds back (wait_s) is waited for, not left.
@@ -312,6 +322,10 @@ class Consumer:
         finally:
             self.stop.set()
             self._end_handlers()
+
+    def _hand_off(self, claims: list[Claim]) -> None:
+        for claim in claims:
+            self._handoff.put(claim)
 
     def _idle(self) -> bool:
         with self._lock:

@@ -176,12 +176,23 @@ class Metronome:
         keys = [Keyspace(queue).beat, self._stop_keys[queue]]
         waker = self._wakers[queue]
         backoff = Backoff()
+        failing = False
         while not self.stop_event.is_set():
             try:
+                if failing:
+                    # A BLPOP answers only when its block ends, seconds
+                    # later; a PING says at once that the server is back, so
+                    # the outage is reported over when it is, not when the
+                    # ticker next wakes (up to MAX_SLEEP_S on).
+                    self.conn.ping()
+                    failing = False
+                    self.outage.ok()
+                    backoff.reset()
                 if self.conn.blpop(keys, timeout=block_timeout_s(self.conn, LISTEN_BLOCK_S)):
                     waker.set()
-                backoff.reset()
+                self.outage.ok()
             except Exception as err:  # noqa: BLE001
+                failing = True
                 if passing(err):
                     self.outage.failed(err)
                 else:

@@ -206,9 +206,9 @@ class Runner:
         if outcome == "done":
             try:
                 rules.json_text("result", result)
-            except TypeError:
-                log.warning("job %s returned a value that is not JSON; it is not kept",
-                            claim.job_id)
+            except (TypeError, ValueError) as err:
+                log.warning("job %s returned a value that is not JSON (%s); it is not kept",
+                            claim.job_id, err)
                 result = None
             return lambda: jobs.ack(*args, result, keep_ms=keep_ms)
         if outcome == "retry":

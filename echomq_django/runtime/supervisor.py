@@ -2,10 +2,12 @@
 
 ``Supervisor(options).run()`` returns the process exit code. With ``processes``
 > 1 the parent forks that many consumer processes (each with ``concurrency``
-threads), runs the metronome itself and supervises the children: a child that
-dies is replaced; SIGTERM or SIGINT is passed on to every child. Shutdown:
-stop claiming, let running handlers finish within the grace period, hand the
-unfinished leases back to pending, exit 0. See docs/protocol.md ("Worker").
+threads) and one metronome process, and supervises them: a child that dies is
+replaced, at once, or after a delay that grows while it keeps dying soon after
+its start (``RESTART_*``); SIGTERM or SIGINT is passed on to every child.
+Shutdown: stop claiming, let running handlers finish within the grace period,
+hand the unfinished leases back to pending, exit 0. See docs/protocol.md
+("Worker").
 """
 
 from __future__ import annotations
@@ -24,16 +26,28 @@ import redis
 from ..conf import get_config
 from ..connection import describe, get_connection, reset_connection
 from ..exceptions import ConfigurationError
+from ..rules import check_int
 from .consumer import Consumer, Retention
 from .metronome import Metronome
 from ..connection.resilience import Outage, persist
 
-__all__ = ["Options", "Supervisor", "EXIT_CRASHED"]
+__all__ = ["Options", "Supervisor", "EXIT_CRASHED", "MAX_PROCESSES"]
 
 #: Exit code of a process whose consumer thread died of an error of ours (EX_SOFTWARE).
 EXIT_CRASHED = 70
+#: The most consumer processes one supervisor forks (more on one host is a
+#: mistake: run more hosts, or more threads per process).
+MAX_PROCESSES = 1000
 #: How long the boot-time schedule sync rides out a server that drops connections (s).
 BOOT_PERSIST_S = 60.0
+#: A child that ran this long before it exited is started again at once (s).
+RESTART_STABLE_S = 30.0
+#: A child that exits sooner than RESTART_STABLE_S after its start, twice or
+#: more in a row, waits before the next start: RESTART_FIRST_S, doubling with
+#: each such exit up to RESTART_CAP_S (s). A child that dies as it starts (a
+#: broken import, a corrupt key) is not forked in a tight loop.
+RESTART_FIRST_S = 0.5
+RESTART_CAP_S = 30.0
 
 log = logging.getLogger("echomq.worker")
 
@@ -53,10 +67,36 @@ class Options:
     shutdown_grace_ms: int | None = None
 
 
+@dataclass
+class ChildSlot:
+    """One child process the supervisor keeps running, across its restarts."""
+
+    role: str                   # "consumer" or "metronome"
+    number: int                 # 1.., for the log
+    pid: int | None = None      # None while no child runs in the slot
+    started: float = 0.0        # time.monotonic() at the last start
+    quick_exits: int = 0        # exits in a row that came before RESTART_STABLE_S
+    due: float | None = None    # when to start again (monotonic); None: never
+
+    def exited(self, now: float) -> float:
+        """Record that the child exited at ``now`` (monotonic s); return how
+        long to wait before the next start (s): 0 after a run of
+        RESTART_STABLE_S or a first quick exit, then RESTART_FIRST_S
+        doubling, at most RESTART_CAP_S."""
+        self.pid = None
+        self.quick_exits = self.quick_exits + 1 if now - self.started < RESTART_STABLE_S else 0
+        if self.quick_exits <= 1:
+            return 0.0
+        return min(RESTART_CAP_S, RESTART_FIRST_S * 2 ** min(self.quick_exits - 2, 16))
+
+
 class Supervisor:
     """One runechomq process (and, with processes > 1, its children)."""
 
     def __init__(self, options: Options) -> None:
+        """Raises TypeError or ValueError for ``processes`` outside 1..MAX_PROCESSES
+        (the consumer checks ``concurrency`` itself)."""
+        check_int("processes", options.processes, 1, MAX_PROCESSES)
         self.options = options
         self.config = get_config()
         self.stop = threading.Event()
@@ -269,22 +309,56 @@ class Supervisor:
         elif self.options.metronome:
             self._run_here(metronome=True, consumers=False)  # burst: one beat, no threads
             reset_connection(close=True)
-        children = {self._fork_child(role): role for role in roles}
-        while children and not self.stop.is_set():
-            pid, status = os.waitpid(-1, os.WNOHANG)
+        slots = [ChildSlot(role, number) for number, role in enumerate(roles, 1)]
+        for slot in slots:
+            self._start(slot)
+        while not self.stop.is_set():
+            now = time.monotonic()
+            for slot in slots:
+                if slot.pid is None and slot.due is not None and slot.due <= now:
+                    self._start(slot)
+            if not any(s.pid or s.due is not None for s in slots):
+                break
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:  # every slot is waiting out its restart delay
+                pid = 0
             if pid == 0:
-                time.sleep(0.1)
+                waits = [s.due - now for s in slots if s.pid is None and s.due is not None]
+                time.sleep(max(0.0, min([0.1, *waits])))
                 continue
-            role = children.pop(pid, None)
-            if role is None:
+            slot = next((s for s in slots if s.pid == pid), None)
+            if slot is None:
                 continue
-            code = os.waitstatus_to_exitcode(status)
-            if role == "consumer" and code == 0 and (self.options.burst or self.options.max_jobs):
-                if not any(r == "consumer" for r in children.values()):
-                    break  # Every consumer drained its share: stop the metronome too.
-                continue
-            log.warning("%s process %d exited with %d; starting a new one", role, pid, code)
-            children[self._fork_child(role)] = role
+            self._exited(slot, os.waitstatus_to_exitcode(status))
+            if slot.due is None and not any(
+                    s.role == "consumer" and (s.pid or s.due is not None) for s in slots):
+                break  # Every consumer drained its share: stop the metronome too.
+        self._stop_children({s.pid for s in slots if s.pid})
+
+    def _start(self, slot: ChildSlot) -> None:
+        slot.pid, slot.started, slot.due = self._fork_child(slot.role), time.monotonic(), None
+
+    def _exited(self, slot: ChildSlot, code: int) -> None:
+        """Plan the slot's next start after its child exited with ``code``."""
+        pid = slot.pid
+        if slot.role == "consumer" and code == 0 and (self.options.burst or self.options.max_jobs):
+            slot.pid = None  # It drained its share: not started again.
+            return
+        now = time.monotonic()
+        lived_s = now - slot.started
+        delay_s = slot.exited(now)
+        slot.due = now + delay_s
+        if delay_s == 0:
+            log.warning("%s process %d exited with %d; starting a new one (slot %d)",
+                        slot.role, pid, code, slot.number)
+        else:
+            log.warning("%s process %d exited with %d; starting a new one in %.1f s (slot %d: "
+                        "exit %d in a row within %.0f s of a start, this one after %.1f s)",
+                        slot.role, pid, code, delay_s, slot.number, slot.quick_exits,
+                        RESTART_STABLE_S, lived_s)
+
+    def _stop_children(self, children: set[int]) -> None:
         for pid in children:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -294,7 +368,7 @@ class Supervisor:
         while children and time.monotonic() < deadline:
             pid, _ = os.waitpid(-1, os.WNOHANG)
             if pid:
-                children.pop(pid, None)
+                children.discard(pid)
             else:
                 time.sleep(0.05)
         for pid in children:

@@ -194,8 +194,12 @@ def no_context(*args, **kwargs):
 
 
 @job(queue="default", max_attempts=2, backoff=Backoff.fixed(20))
-def fail_with(message, discard=False):
-    """Raises ValueError(message), or Discard(message) with ``discard``."""
+def fail_with(message, discard=False, bad_byte=False):
+    """Raises ValueError(message), or Discard(message) with ``discard``.
+    ``bad_byte`` appends the byte 0xff as surrogateescape decodes it: a lone
+    surrogate (arguments cannot carry one; enqueue refuses it)."""
+    if bad_byte:
+        message = (message.encode() + b"\xff").decode("utf-8", "surrogateescape")
     if discard:
         raise Discard(message)
     raise ValueError(message)
@@ -264,3 +268,17 @@ def lane_probe(key, sleep_ms=0, context=None):
     end = int(sec) * 1000 + int(usec) // 1000
     client.rpush(key, f"{context.group or ''}|{start}|{end}|{context.job_id}|"
                       f"{context.claimed_at_ms}")
+
+
+@job(queue="default", context=True)
+def token_report(key, context=None):
+    """Records the fencing token its run holds in the list ``key``:
+    ``"<queue>|<job id>|<token>"``."""
+    _client().rpush(key, f"{context.queue}|{context.job_id}|{context.token}")
+
+
+@job(queue="default")
+def lone_surrogate():
+    """Returns text UTF-8 cannot encode (what a bad byte decoded with
+    surrogateescape leaves)."""
+    return {"name": "caf\udce9"}

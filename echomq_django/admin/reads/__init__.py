@@ -19,8 +19,8 @@ four multi-member reads, rows come in one read-only script
 counters are two MGETs per queue. Never KEYS, SCAN or a range over a whole
 set. Times are the server's (``TIME``), in Unix ms.
 
-Errors: ValueError for a bad queue or set name or page; ``redis.RedisError``
-for server failures.
+Errors: ValueError for a bad queue or set name or page (TypeError for a
+queue name that is not a str); ``redis.RedisError`` for server failures.
 
 Signals emitted: none.
 """

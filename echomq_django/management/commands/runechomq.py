@@ -1,26 +1,38 @@
-"""``./manage.py runechomq [queue ...]``: consumers and the metronome in one command."""
+"""``./manage.py runechomq [queue ...]``: consumers and the metronome in one command.
 
+Every numeric option is checked by argparse against its range, so a bad one
+is a usage error naming the option and the range (``runechomq: error:
+argument --concurrency: must be an int in 1..10000, got '20000'``; a
+CommandError under ``call_command``), never a traceback from deeper down.
+"""
+
+import argparse
 import logging
 
 from django.core.management.base import BaseCommand, CommandError
 
 from echomq_django.conf import get_config
 from echomq_django.exceptions import ConfigurationError
-from echomq_django.rules import check_int, check_ms, check_queue_name
-from echomq_django.runtime.supervisor import Options, Supervisor
+from echomq_django.rules import MAX_MS, check_int, check_queue_name
+from echomq_django.runtime.consumer import MAX_CONCURRENCY
+from echomq_django.runtime.supervisor import MAX_PROCESSES, Options, Supervisor
 
 LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 log = logging.getLogger("echomq.worker")
 
 
-def positive(value: str) -> int:
-    """argparse type: an int >= 1 (rules.check_int's rule)."""
-    return check_int("value", int(value), 1)
+def int_in(low: int, high: int):
+    """An argparse type: an int in ``low..high`` (rules.check_int's rule).
+    argparse puts the option's name before the message."""
 
+    def parse(text: str) -> int:
+        try:
+            return check_int("value", int(text), low, high)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"must be an int in {low}..{high}, got {text!r}") from None
 
-def non_negative(value: str) -> int:
-    """argparse type: an int of ms >= 0 (rules.check_ms's rule)."""
-    return check_ms("value", int(value))
+    return parse
 
 
 class Command(BaseCommand):
@@ -29,17 +41,19 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("queues", nargs="*", help="queues to serve, first served first")
-        parser.add_argument("--concurrency", type=positive, default=4,
-                            help="handler threads per consumer process (default 4)")
-        parser.add_argument("--processes", type=positive, default=1,
-                            help="forked consumer processes, each with --concurrency threads")
+        parser.add_argument("--concurrency", type=int_in(1, MAX_CONCURRENCY), default=4,
+                            help=f"handler threads per consumer process, 1..{MAX_CONCURRENCY} "
+                                 "(default 4)")
+        parser.add_argument("--processes", type=int_in(1, MAX_PROCESSES), default=1,
+                            help="forked consumer processes, each with --concurrency threads, "
+                                 f"1..{MAX_PROCESSES} (default 1)")
         parser.add_argument("--burst", action="store_true",
                             help="promote once, run what is ready, then exit 0")
-        parser.add_argument("--max-jobs", type=positive, default=None,
-                            help="exit after this many jobs (per consumer process)")
-        parser.add_argument("--lease-ms", type=positive, default=None,
-                            help="lease taken at claim (default ECHOMQ['LEASE_MS'])")
-        parser.add_argument("--shutdown-grace-ms", type=non_negative, default=None,
+        parser.add_argument("--max-jobs", type=int_in(1, MAX_MS), default=None,
+                            help="exit after this many jobs (per consumer process), >= 1")
+        parser.add_argument("--lease-ms", type=int_in(1, MAX_MS), default=None,
+                            help="lease taken at claim, ms >= 1 (default ECHOMQ['LEASE_MS'])")
+        parser.add_argument("--shutdown-grace-ms", type=int_in(0, MAX_MS), default=None,
                             help="on SIGTERM, how long running handlers may finish before their "
                                  "jobs are handed back to pending (default ECHOMQ['SHUTDOWN_GRACE_MS'])")
         role = parser.add_mutually_exclusive_group()

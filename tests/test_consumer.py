@@ -1,0 +1,89 @@
+"""The consumer's fetcher in this process, against the real test server: how
+it uses fencing tokens across queues (docs/protocol.md, "Fencing tokens")."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from echomq_django import Jobs
+from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.runtime.consumer import Consumer, Retention
+from tests.procs import state_of, wait_for
+from tests.testapp import jobs as testjobs
+
+
+@pytest.fixture(autouse=True)
+def _no_database(monkeypatch):
+    # run_claim resets Django's database connections around the handler; an
+    # earlier test of the session may have opened one that pytest-django then
+    # forbids touching. These handlers use no database.
+    monkeypatch.setattr("echomq_django.runtime.outcome.close_old_connections", lambda: None)
+
+
+def _consumer(conn, queues, **options):
+    return Consumer(conn, queues, lease_ms=60_000,
+                    retention=Retention(result_ttl_ms=3_600_000, dead_ttl_ms=3_600_000,
+                                        dead_max=100), **options)
+
+
+def _batch(token: str) -> str:
+    """The batch token a job's token was minted from (``<batch>.<i>``)."""
+    return token.rsplit(".", 1)[0]
+
+
+@pytest.fixture
+def two_queues(queue):
+    return [f"{queue}-a", f"{queue}-b"]
+
+
+def test_one_round_over_two_queues_uses_a_token_per_queue(conn, redis_client, two_queues):
+    key = f"{two_queues[0]}:tokens"
+    handles = [testjobs.token_report.using(queue=q).enqueue(key) for q in two_queues]
+    consumer = _consumer(conn, two_queues, concurrency=4, burst=True)
+    consumer.start()
+    wait_for(lambda: not consumer.alive())
+    consumer.shutdown(0)
+    assert [state_of(conn, h.queue, h.job_id) for h in handles] == ["done", "done"]
+    seen = [line.split("|") for line in redis_client.lrange(key, 0, -1)]
+    assert sorted(queue for queue, _, _ in seen) == two_queues
+    tokens = [token for _, _, token in seen]
+    # Both jobs were claimed in the fetcher's first round, one script per
+    # queue; each script got a batch token of its own.
+    assert len({_batch(t) for t in tokens}) == 2, tokens
+
+
+def test_a_queue_whose_claim_reply_was_lost_answers_the_same_lease_next_round(
+        conn, two_queues):
+    jobs = Jobs(conn)
+    first, second = two_queues
+    handle = testjobs.add.using(queue=second).enqueue(1, 2)
+    consumer = _consumer(conn, two_queues, concurrency=2)
+    tokens = {first: "lost-reply-a", second: "lost-reply-b"}
+    # The fetcher's claim on the second queue ran on the server but its reply
+    # never arrived: the server holds the lease for the queue's token.
+    (lost,), _ = jobs.claim_many(second, consumer.name, 60_000, 2, token=tokens[second])
+    claims: list = []
+    consumer._claim_all(2, tokens, claims)
+    assert [(c.job_id, c.token) for c in claims] == [(handle.job_id, lost.token)]
+    assert tokens[first] == "lost-reply-a"          # it claimed nothing: kept
+    assert tokens[second] != "lost-reply-b"         # it answered a lease: never used again
+
+
+def test_a_queue_whose_claim_fails_keeps_the_jobs_earlier_queues_claimed(
+        conn, redis_client, two_queues, caplog):
+    first, second = two_queues
+    handle = testjobs.add.using(queue=first).enqueue(2, 3)
+    # The second queue's active set is corrupt: its claim fails every round
+    # with WRONGTYPE, an error that does not pass on its own.
+    redis_client.set(Keyspace(second).active, "not a sorted set")
+    consumer = _consumer(conn, two_queues, concurrency=2)
+    with caplog.at_level(logging.ERROR, logger="echomq.consumer"):
+        consumer.start()
+        try:
+            wait_for(lambda: state_of(conn, first, handle.job_id) == "done", timeout=10)
+        finally:
+            consumer.shutdown(1)
+    assert Jobs(conn).get(first, handle.job_id).result_value == 5
+    assert "claim failed" in caplog.text and "WRONGTYPE" in caplog.text

@@ -413,7 +413,11 @@ def _writing_calls(conn, redis_client, queue):
     }, expiring
 
 
-GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan"]
+#: Not decimal integers in range. The second line is what Lua's tonumber
+#: takes as a number (hex, blanks around, exponents, a float that is whole):
+#: the scripts accept decimal digits with an optional leading '-' only.
+GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan",
+           "0x10", " 5", "5 ", "\t5", "1e3", "5.0", "+5", "- 5", "5\n"]
 
 
 def test_every_numeric_argument_is_covered_here():

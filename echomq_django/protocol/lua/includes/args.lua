@@ -2,12 +2,15 @@
 -- than ours that sends garbage gets an EMQARG error and nothing changes.
 -- Each returns the checked value, or nil and an error reply to return.
 
--- int_arg(value, name, low, high): an integer in low..high.
+-- int_arg(value, name, low, high): an integer in low..high, written in decimal
+-- digits with an optional leading '-' and nothing else. tonumber alone would
+-- also take '0x10', ' 5', '1e3' and '5.0', which no client of ours sends.
 local function int_arg(value, name, low, high)
-  local n = tonumber(value)
-  if n == nil or n ~= math.floor(n) or n < low or n > high then
-    return nil, redis.error_reply('EMQARG ' .. name .. ' must be an integer in ' .. low
-      .. '..' .. high .. ', got ' .. tostring(value))
+  local n = type(value) == 'string' and string.find(value, '^-?%d+$') and tonumber(value)
+  if not n or n < low or n > high then
+    return nil, redis.error_reply(string.format(
+      'EMQARG %s must be an integer in %d..%d (decimal digits), got %s', name, low, high,
+      tostring(value)))
   end
   return n, nil
 end

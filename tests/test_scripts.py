@@ -463,6 +463,54 @@ def test_garbage_in_a_numeric_argument_is_refused_before_any_write(
     assert state() != before
 
 
+#: ARGV labels that carry JSON text the scripts store; each script refuses
+#: text that is not JSON, and where its header says "JSON object", a scalar.
+JSON_ARGV = {"payload", "result", "definition", "timing", "template"}
+NOT_JSON = ["", "{", "x", "{'a': 1}", '{"a": 1} trailing', "[1,]", "\"open"]
+NOT_OBJECTS = ["5", '"x"', "null", "true"]
+JSON_SCRIPTS = ["jobs/ack", "jobs/enqueue", "jobs/schedule", "repeat/mint", "repeat/register",
+                "repeat/run_now", "repeat/upsert"]
+
+
+def test_every_json_argument_is_covered_here():
+    takes_json = {n for n in SCRIPTS if JSON_ARGV & set(scripts.source(n).argv)}
+    assert takes_json == set(JSON_SCRIPTS)
+
+
+@pytest.mark.parametrize("name", JSON_SCRIPTS)
+def test_text_that_is_not_json_is_refused_before_any_write(
+        conn, redis_client, queue, server_time_ms, name):
+    calls, _ = _writing_calls(conn, redis_client, queue)
+    calls.update(_repeat_calls(conn, redis_client, queue, server_time_ms))
+    keys, args = calls[name]
+    src = scripts.source(name)
+    before = snapshot(redis_client, queue_pattern(queue))
+    checked = [i for i, label in enumerate(src.argv) if label in JSON_ARGV]
+    assert checked, name
+    for i in checked:
+        objects = "JSON object" in _header_line(name, "ARGV", i + 1)
+        for bad in NOT_JSON + (NOT_OBJECTS if objects else []):
+            if bad == "" and src.argv[i] == "result":
+                continue  # '' is "no result" there
+            broken = list(args)
+            broken[i] = bad
+            with pytest.raises(ValueError, match="must be (JSON text|a JSON object)") as info:
+                scripts.run(conn, name, keys, broken)
+            assert str(info.value).startswith(src.argv[i] + " must be"), (name, bad, info.value)
+            assert snapshot(redis_client, queue_pattern(queue)) == before, (name, i, bad)
+    if name == "jobs/ack":   # the call as built has no result; one with a result writes
+        args = [*args[:2], '{"ok": [1, 2.5, null]}', *args[3:]]
+    scripts.run(conn, name, keys, args)
+    assert snapshot(redis_client, queue_pattern(queue)) != before
+
+
+def _header_line(name: str, kind: str, index: int) -> str:
+    """The header line of ``name``'s KEYS or ARGV entry ``index`` (1-based)."""
+    prefix = f"-- {kind}[{index}] "
+    return next(line for line in scripts._read(f"{name}.lua").splitlines()
+                if line.startswith(prefix))
+
+
 @pytest.mark.parametrize("name", ["jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
                                   "jobs/extend", "jobs/progress", "jobs/release",
                                   "jobs/cancel", "jobs/enqueue", "admin/run_now",

@@ -23,6 +23,23 @@ local function text_arg(value, name)
   return value, nil
 end
 
+-- json_arg(value, name, object): JSON text the server can read (with object,
+-- a JSON object), as the protocol says of payloads, results and definitions.
+-- The server's cjson also reads NaN, Infinity and hex numbers (its
+-- decode_invalid_numbers is on, and turning it off would change the Lua state
+-- every script on the server shares); our clients never send them
+-- (rules.check_payload_text, rules.json_text).
+local function json_arg(value, name, object)
+  local ok, decoded = pcall(cjson.decode, value)
+  if not ok then
+    return nil, redis.error_reply('EMQARG ' .. name .. ' must be JSON text: ' .. tostring(decoded))
+  end
+  if object and type(decoded) ~= 'table' then
+    return nil, redis.error_reply('EMQARG ' .. name .. ' must be a JSON object')
+  end
+  return value, nil
+end
+
 -- row_arg(row, id, sibling): the row key must be the row of id in the queue
 -- of the sibling key (emq:{q}:<anything>): emq:{q}:job:<id>.
 local function row_arg(row, id, sibling)

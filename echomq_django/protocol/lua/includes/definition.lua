@@ -14,9 +14,9 @@ local function check_definition(registry, record, argv)
   if argv[6] == '' then
     return redis.error_reply('EMQARG tz must be a zone name')
   end
-  local ok, template = pcall(cjson.decode, argv[7])
-  if not ok or type(template) ~= 'table' then
-    return redis.error_reply('EMQARG template must be a JSON object')
+  for _, json in ipairs({{2, 'definition'}, {3, 'timing'}, {7, 'template'}}) do
+    _, bad = json_arg(argv[json[1]], json[2], true)
+    if bad then return bad end
   end
   if argv[8] ~= 'coalesce' and argv[8] ~= 'skip' then
     return redis.error_reply('EMQARG missed must be coalesce or skip, got ' .. tostring(argv[8]))

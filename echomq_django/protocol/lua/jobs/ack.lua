@@ -13,7 +13,8 @@
 --          token (its first reply lost) answers {now, the recorded outcome}.
 -- Errors: EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQKEY the base root is not the queue root of KEYS[2];
---         EMQARG a malformed argument (nothing changes).
+--         EMQARG a malformed argument, a result that is not JSON included
+--         (nothing changes).
 -- @include args
 -- @include now
 -- @include fence
@@ -28,6 +29,10 @@ local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
 if bad_row then return bad_row end
 local n, bad_arg = ints({{ARGV[4], 'keep_ms', 1, MAX_MS}, {ARGV[6], 'stats_ttl_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end
+if ARGV[3] ~= '' then
+  local _, bad_result = json_arg(ARGV[3], 'result')
+  if bad_result then return bad_result end
+end
 local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[1],
   'ack')
 if err then return err end

@@ -10,7 +10,8 @@
 -- ARGV[5] group    the job's lane ('' for none)
 -- ARGV[6] priority -100..100, higher first within its lane once due
 -- Returns: 1 scheduled, 0 duplicate (the row exists; nothing changes).
--- Errors: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument.
+-- Errors: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument (a
+--         payload that is not JSON included; nothing changes).
 -- @include args
 -- @include now
 -- @include signal
@@ -26,6 +27,8 @@ if bad_arg then return bad_arg end
 local value = n[1]
 local _, bad_group = group_arg(ARGV[5])
 if bad_group then return bad_group end
+local _, bad_payload = json_arg(ARGV[2], 'payload')
+if bad_payload then return bad_payload end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
 local now = now_ms()

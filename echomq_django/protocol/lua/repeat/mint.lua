@@ -33,6 +33,8 @@ if bad_record then return bad_record end
 if ARGV[5] ~= '' then
   local _, bad_row = row_arg(KEYS[3], ARGV[5], KEYS[1])
   if bad_row then return bad_row end
+  local _, bad_payload = json_arg(ARGV[6], 'payload', true)
+  if bad_payload then return bad_payload end
 end
 local n, bad_arg = ints({{ARGV[2], 'expected_ms', 0, MAX_MS}, {ARGV[3], 'next_ms', 0, MAX_MS},
   {ARGV[7], 'slot_ms', 0, MAX_MS}, {ARGV[8], 'count', 0, MAX_MS},

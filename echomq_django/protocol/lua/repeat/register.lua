@@ -3,8 +3,8 @@
 -- KEYS[2] repeat_record emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
 -- KEYS[3] beat         emq:{q}:beat, marked when the next run is the registry's new head
 -- ARGV[1] name
--- ARGV[2] definition   canonical JSON of the whole definition, compared byte for byte
--- ARGV[3] timing       canonical JSON of every_ms, cron, tz, start_at_ms
+-- ARGV[2] definition   canonical JSON object text of the whole definition, compared byte for byte
+-- ARGV[3] timing       canonical JSON object text of every_ms, cron, tz, start_at_ms
 -- ARGV[4] every_ms     '' for a cron schedule
 -- ARGV[5] cron         '' for an every_ms schedule
 -- ARGV[6] tz           IANA zone name

@@ -21,6 +21,8 @@ local _, bad_row = row_arg(KEYS[2], ARGV[3], KEYS[1])
 if bad_row then return bad_row end
 local n, bad_arg = ints({{ARGV[5], 'slot_ms', 0, MAX_MS}, {ARGV[6], 'wake_cap', 1, 10000}})
 if bad_arg then return bad_arg end
+local _, bad_payload = json_arg(ARGV[4], 'payload', true)
+if bad_payload then return bad_payload end
 if string.sub(ARGV[3], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end

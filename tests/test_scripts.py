@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from echomq_django import exceptions
+from echomq_django import exceptions, rules
 from echomq_django.protocol import scripts
 from echomq_django.protocol.ids import BrandedId
 from echomq_django import Jobs
@@ -502,6 +502,22 @@ def test_text_that_is_not_json_is_refused_before_any_write(
         args = [*args[:2], '{"ok": [1, 2.5, null]}', *args[3:]]
     scripts.run(conn, name, keys, args)
     assert snapshot(redis_client, queue_pattern(queue)) != before
+
+
+#: JSON texts Python's json reads (and rules.check_payload_text passes) that
+#: the server's cjson alone would refuse or mangle: escaped lone surrogates
+#: (json.dumps writes them for a str holding one), an escaped backslash before
+#: "ud800", a valid pair, and a number too big for a double.
+JSON_EDGES = ['"\\ud800"', '{"a": "x\\udfff y"}', '["\\\\ud800"]', '"\\ud83d\\ude00"',
+              '{"n": 1e999}', ' [] ']
+
+
+@pytest.mark.parametrize("text", JSON_EDGES)
+def test_json_the_python_side_passes_is_taken_by_the_scripts(conn, redis_client, queue, text):
+    rules.check_payload_text(text, 1000)
+    job_id = BrandedId.generate()
+    assert Jobs(conn).enqueue(queue, job_id, text) == "enqueued"
+    assert redis_client.hget(Keyspace(queue).job(job_id), "payload") == text
 
 
 def _header_line(name: str, kind: str, index: int) -> str:

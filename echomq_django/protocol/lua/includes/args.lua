@@ -28,9 +28,20 @@ end
 -- The server's cjson also reads NaN, Infinity and hex numbers (its
 -- decode_invalid_numbers is on, and turning it off would change the Lua state
 -- every script on the server shares); our clients never send them
--- (rules.check_payload_text, rules.json_text).
+-- (rules.check_payload_text, rules.json_text). It refuses an escaped lone
+-- surrogate ("\ud800"), which JSON's grammar allows and Python reads and
+-- writes, so a text it refuses is read again with every \uD800-\uDFFF escape
+-- as \u0000: that changes no other token, and an escaped backslash followed
+-- by 'ud800' stays valid text too.
 local function json_arg(value, name, object)
   local ok, decoded = pcall(cjson.decode, value)
+  if not ok and type(value) == 'string' then
+    local plain = string.gsub(value, '\\u[dD][89a-fA-F]%x%x', '\\u0000')
+    local again, read = pcall(cjson.decode, plain)
+    if again then
+      ok, decoded = true, read
+    end
+  end
   if not ok then
     return nil, redis.error_reply('EMQARG ' .. name .. ' must be JSON text: ' .. tostring(decoded))
   end

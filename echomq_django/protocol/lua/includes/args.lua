@@ -51,28 +51,15 @@ local function json_arg(value, name, object)
   return value, nil
 end
 
--- row_arg(row, id, sibling): the row key must be the row of id in the queue
--- of the sibling key (emq:{q}:<anything>): emq:{q}:job:<id>.
-local function row_arg(row, id, sibling)
-  local close = string.find(sibling, '}:', 1, true)
-  if id == nil or id == '' or close == nil
-      or row ~= string.sub(sibling, 1, close + 1) .. 'job:' .. id then
-    return nil, redis.error_reply('EMQARG key ' .. tostring(row) .. ' is not the row of job '
-      .. tostring(id) .. ' in the queue of ' .. tostring(sibling))
+-- name_arg(value): a recurring schedule's name: not empty, no whitespace (the
+-- Python rule, rules.check_schedule_name, also keeps it to 200 printable
+-- characters).
+local function name_arg(value)
+  if value == nil or value == '' or string.find(value, '%s') then
+    return nil, redis.error_reply('EMQARG name must be a non-empty string without whitespace, '
+      .. 'got ' .. tostring(value))
   end
-  return row, nil
-end
-
--- record_arg(record, name, sibling): the key must be the recurring record of
--- name in the queue of the sibling key: emq:{q}:repeat:<name>.
-local function record_arg(record, name, sibling)
-  local close = string.find(sibling, '}:', 1, true)
-  if name == nil or name == '' or close == nil
-      or record ~= string.sub(sibling, 1, close + 1) .. 'repeat:' .. name then
-    return nil, redis.error_reply('EMQARG key ' .. tostring(record) .. ' is not the record of '
-      .. 'schedule ' .. tostring(name) .. ' in the queue of ' .. tostring(sibling))
-  end
-  return record, nil
+  return value, nil
 end
 
 -- opt_int_arg(value, name, low, high): '' (none) or an integer in low..high.

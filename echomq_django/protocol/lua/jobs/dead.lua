@@ -15,8 +15,9 @@
 -- Returns: {time of death ms, 'dead'}, or {now, 'cancelled'} when a cancel
 --          was requested while it ran. A repeat by the same token answers
 --          {now, the recorded outcome}.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes);
---         EMQKEY the base root is not the prefix of KEYS[4];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
+--         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- Retention is bounded per call: at most TRIM letters past their ttl and
 -- TRIM past dead_max leave the set (each death trims again, so the set
@@ -31,10 +32,11 @@
 -- @include cancelled
 -- @include settle
 local TRIM = 100
-local bad = check_base(ARGV[5], KEYS[4])
-if bad then return bad end
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
+  {KEYS[3], 'claims'}, {KEYS[4], 'dead'}}, ARGV[5])
+if bad_key then return bad_key end
 local _, bad_reason = text_arg(ARGV[3], 'reason')
 if bad_reason then return bad_reason end
 local n, bad_arg = ints({{ARGV[6], 'dead_ttl_ms', 1, MAX_MS}, {ARGV[7], 'dead_max', 1, MAX_MS},

@@ -6,14 +6,18 @@
 -- ARGV[2] token    the token the claim returned
 -- ARGV[3] lease_ms the new lease length, from now, 1..2^53
 -- Returns: the new deadline, server ms.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes);
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
 -- @include signal
 -- @include fence
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'}, {KEYS[3], 'beat'}})
+if bad_key then return bad_key end
 local lease_ms, bad_arg = int_arg(ARGV[3], 'lease_ms', 1, MAX_MS)
 if bad_arg then return bad_arg end
 local stale_reply = fence(KEYS[1], ARGV[2])

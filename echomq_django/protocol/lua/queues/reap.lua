@@ -17,7 +17,8 @@
 -- ARGV[6] stats_ttl_ms how long a per-minute counter lives, 1..2^53
 -- ARGV[7] keep_ms  how long a cancelled row is kept, 1..2^53
 -- Returns: the count of expired leases handled (back to pending, dead or cancelled).
--- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
@@ -27,8 +28,9 @@
 -- @include lease
 -- @include cancelled
 -- @include rejoin
-local bad = check_base(ARGV[1], KEYS[1])
-if bad then return bad end
+local bad_key = check_keys({{KEYS[1], 'active'}, {KEYS[2], 'pending'}, {KEYS[3], 'wake'},
+  {KEYS[4], 'dead'}, {KEYS[5], 'claims'}}, ARGV[1])
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[2], 'batch', 1, 100000}, {ARGV[3], 'wake_cap', 1, 10000},
   {ARGV[4], 'max_stalls', 0, 1000000}, {ARGV[5], 'dead_ttl_ms', 1, MAX_MS},
   {ARGV[6], 'stats_ttl_ms', 1, MAX_MS}, {ARGV[7], 'keep_ms', 1, MAX_MS}})

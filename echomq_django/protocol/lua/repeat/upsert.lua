@@ -16,13 +16,14 @@
 --   definition; nothing changes); 2 updated (definition replaced, version
 --   bumped; the next run moves to first_run_ms only when the timing changed);
 --   3 registered over an orphan (as register).
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
 -- @include signal
 -- @include next_run
 -- @include definition
-local bad_arg = check_definition(KEYS[1], KEYS[2], ARGV)
+local bad_arg = check_definition(KEYS, ARGV)
 if bad_arg then return bad_arg end
 local member = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local stored = redis.call('HGET', KEYS[2], 'definition')

@@ -19,10 +19,7 @@
 --         is not their root (nothing changes);
 --         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
--- Retention is bounded per call: at most TRIM letters past their ttl and
--- TRIM past dead_max leave the set (each death trims again, so the set
--- converges); a trimmed letter's row is deleted only while it is still dead
--- (an expired id may have been enqueued again since).
+-- Retention is bounded per call (includes/retention.lua, shared with reap).
 -- @include args
 -- @include now
 -- @include fence
@@ -31,7 +28,7 @@
 -- @include stats
 -- @include cancelled
 -- @include settle
-local TRIM = 100
+-- @include retention
 local _, bad_id = text_arg(ARGV[1], 'job_id')
 if bad_id then return bad_id end
 local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
@@ -47,28 +44,7 @@ local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], A
 if err then return err end
 if replay then return {now, replay} end
 if cancelled then return {now, 'cancelled'} end
-redis.call('HSET', KEYS[1], 'state', 'dead', 'reason', ARGV[3], 'last_error', ARGV[4],
-  'finished_at_ms', now)
+bury(ARGV[5], KEYS[4], ARGV[1], now, ARGV[3], ARGV[4],
+  {ttl_ms = n[1], max = n[2], stats_ttl_ms = n[3]})
 settled(KEYS[1], ARGV[2], 'dead', 'dead')
-redis.call('PEXPIRE', KEYS[1], n[1])
-redis.call('ZADD', KEYS[4], now, ARGV[1])
-count(ARGV[5], 'failed', now, n[3])
-local function drop(id)
-  redis.call('ZREM', KEYS[4], id)
-  local row = ARGV[5] .. 'job:' .. id
-  if redis.call('HGET', row, 'state') == 'dead' then
-    redis.call('DEL', row)
-  end
-end
-local expired = redis.call('ZRANGE', KEYS[4], '-inf', string.format('(%d', now - n[1]),
-  'BYSCORE', 'LIMIT', 0, TRIM)
-for _, id in ipairs(expired) do
-  drop(id)
-end
-local excess = redis.call('ZCARD', KEYS[4]) - n[2]
-if excess > 0 then
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, math.min(excess, TRIM) - 1)) do
-    drop(id)
-  end
-end
 return {now, 'dead'}

@@ -1,4 +1,12 @@
+#!lua flags=allow-oom
 -- extend: push an active job's lease deadline to server now + lease_ms.
+-- allow-oom: it runs while the server is full (maxmemory with noeviction),
+-- so a live job's lease outlasts an OOM that lasts longer than the lease and
+-- reap never takes a job whose holder keeps renewing. Its memory growth is
+-- nil: behind the fence it only overwrites the row's lease_until_ms and the
+-- job's existing score in active, and marks the beat list, which holds at
+-- most one marker. Every other script is refused under OOM at its first
+-- write that could grow memory (docs/protocol.md, "Faults").
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] active   emq:{q}:active
 -- KEYS[3] beat     emq:{q}:beat, wakes the metronome when the deadline moves earlier

@@ -162,7 +162,11 @@ def test_client_kill_every_50_ms_loses_fails_and_repeats_nothing(tmp_path, queue
 
 
 @pytest.mark.slow
-def test_a_full_server_delays_work_but_fails_and_repeats_none(tmp_path, queue, worker_procs):
+def test_a_full_server_fails_and_repeats_no_job(tmp_path, queue, worker_procs):
+    # Every script on a job's path runs on a full server: promote, claim and the
+    # finishes free memory at their first write, and the lease renewal is
+    # allow-oom (issue 9, item 6; tests/test_oom_lease.py). Before that, the
+    # renewal was refused and repeated, and the worker logged an outage.
     url, proc = start_valkey_server(tmp_path)
     client = redis.Redis.from_url(url, decode_responses=True)
     try:
@@ -176,7 +180,7 @@ def test_a_full_server_delays_work_but_fails_and_repeats_none(tmp_path, queue, w
         for _ in range(12):
             job_id = BrandedId.generate()
             # A lease of the job's own: the worker extends its claim's lease
-            # before the handler runs (a write a full server refuses).
+            # before the handler runs, on the full server.
             jobs.enqueue_in(queue, job_id, '{"job": "tests.testapp.jobs.nap_leased", '
                                            '"args": [200], "kwargs": {}}', 200)
             ids.append(job_id)
@@ -195,9 +199,7 @@ def test_a_full_server_delays_work_but_fails_and_repeats_none(tmp_path, queue, w
         # as attempts 2.
         assert [(r.state, r.attempts, r.result_value) for r in rows] == [("done", 1, 200)] * 12
         assert client.zcard(Keyspace(queue).dead) == 0
-        assert "is unavailable (OutOfMemoryError" in out, out[-4000:]
-        assert "is available again after" in out
-        assert "Traceback" not in out
+        assert "Traceback" not in out, out[-4000:]
     finally:
         client.close()
         stop_valkey_server(proc)

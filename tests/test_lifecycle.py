@@ -426,6 +426,42 @@ def test_the_stall_threshold_is_max_stalls(jobs, queue, max_stalls):
     assert (row.state, row.reason, row.stalls) == ("dead", "stalled", max_stalls + 1)
 
 
+def test_stalled_deaths_keep_the_dead_letter_retention(jobs, conn, redis_client, queue, ks):
+    """A stalled death trims the dead set as dead does (issue 9, item 4): at
+    most dead_max letters, the newest kept, trimmed rows deleted; the
+    metronome reaps with the consumer's Retention."""
+    from echomq_django.runtime.metronome import Metronome
+    from echomq_django.runtime.outcome import Retention
+
+    metronome = Metronome(conn, [queue], max_stalls=0,
+                          retention=Retention(result_ttl_ms=60_000, dead_ttl_ms=3_600_000,
+                                              dead_max=3))
+    ids = []
+    for _ in range(5):
+        ids.append(claimed(jobs, queue, lease_ms=1).job_id)
+        deadline = time.monotonic() + 5
+        while metronome.beat(queue)[1] == 0:   # reap, as a beat does, once the lease lapses
+            assert time.monotonic() < deadline, "the lease never expired"
+            time.sleep(0.001)
+        time.sleep(0.002)  # distinct times of death, so "newest" is unambiguous
+    assert redis_client.zrange(ks.dead, 0, -1) == ids[2:]
+    for job_id in ids[:2]:
+        assert redis_client.exists(ks.job(job_id)) == 0
+    for job_id in ids[2:]:
+        assert redis_client.hget(ks.job(job_id), "reason") == "stalled"
+        assert 3_500_000 < redis_client.pttl(ks.job(job_id)) <= 3_600_000
+
+
+def test_a_stalled_death_drops_letters_older_than_the_ttl(jobs, redis_client, queue, ks):
+    first = claimed(jobs, queue)
+    jobs.dead(queue, first.job_id, first.token, "failed", dead_ttl_ms=2_000)
+    time.sleep(0.05)
+    stalled = claimed(jobs, queue, lease_ms=1)
+    reap_until(jobs, queue, max_stalls=0, dead_ttl_ms=20)
+    assert redis_client.zrange(ks.dead, 0, -1) == [stalled.job_id]
+    assert redis_client.exists(ks.job(first.job_id)) == 0
+
+
 def test_reap_leaves_live_leases_alone(jobs, queue):
     live = claimed(jobs, queue, lease_ms=60_000)
     assert jobs.reap(queue) == 0

@@ -202,7 +202,7 @@ def test_bad_arguments_are_refused_before_anything_is_sent(
         RateLimiter(nowhere).take(*args)
 
 
-GARBAGE = ["x", "-500", "0", "1.5", "", "1e400", "1e17", "nan"]
+GARBAGE = ["x", "-500", "0", "1.5", "", "1e400", "1e17", "nan", "0x10", " 5", "1e3", "5.0"]
 
 
 def test_the_script_refuses_garbage_and_foreign_keys_before_any_write(
@@ -229,6 +229,8 @@ def test_the_script_refuses_garbage_and_foreign_keys_before_any_write(
     for wrong in wrongs:
         with pytest.raises(ValueError, match="is not a rate limiter key"):
             scripts.run(conn, "limits/take", [wrong], [3, 1000])
+        with pytest.raises(redis.ResponseError, match="^EMQKEY "):   # a wrong key's code
+            scripts._script(conn, "limits/take")(keys=[wrong], args=[3, 1000])
         assert state() == before, wrong
     # The call as built does write, so the refusals were about the garbage.
     assert scripts.run(conn, "limits/take", [name], [3, 1000]) == 0

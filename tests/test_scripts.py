@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from echomq_django import exceptions
+from echomq_django import exceptions, rules
 from echomq_django.protocol import scripts
 from echomq_django.protocol.ids import BrandedId
 from echomq_django import Jobs
@@ -71,22 +71,24 @@ def test_every_script_compiles_on_the_server(redis_client, name):
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_scripts_that_derive_row_keys_take_and_check_the_base_root(name):
-    # Any key built inside Lua must come from ARGV base, and the base must be
-    # checked against a declared key (the hash-slot guarantee).
+def test_every_script_checks_its_declared_keys_and_any_base_root(name):
+    # Every declared key is checked (check_keys: the queue's key the header
+    # names); a script that builds keys in Lua takes them from the root of a
+    # checked key, or from ARGV base, which check_keys checks too (the
+    # hash-slot guarantee). tests/test_script_keys.py runs each check.
     src = scripts.source(name)
     raw = scripts._read(f"{name}.lua")
-    builds_keys = ".. 'job:' .." in raw or "base .. " in raw
-    if "queue_root(KEYS[" in raw and "base" not in src.argv:
-        # The root of a declared key: its slot, by construction.
-        assert "check_base(" not in raw
-    elif builds_keys:
-        assert "base" in src.argv
-        assert "@include base" in raw
-        # check_base is called, here or in an include, besides being defined.
-        assert src.text.count("check_base(") >= 2
-    else:
-        assert "base" not in src.argv
+    if name == "limits/take":  # its one key is a limiter's, not a queue's
+        assert "is not a rate limiter key" in raw and "base" not in src.argv
+        return
+    # register and upsert check theirs in includes/definition.lua.
+    assert ("@include base" in raw and "check_keys(" in raw
+            or "check_definition(KEYS, ARGV)" in raw), name
+    if "base" in src.argv:
+        index = src.argv.index("base") + 1
+        assert re.search(rf"check_keys\(\{{.*?\}}, ARGV\[{index}\]\)", raw, re.S), name
+    elif ".. 'job:' .." in raw or "base .. " in raw:
+        assert "queue_root(KEYS[" in raw, name
 
 
 def test_header_out_of_order_is_rejected(tmp_path, monkeypatch):
@@ -316,7 +318,7 @@ def _base_cases(jobs: Jobs, queue: str):
                                 60_000]),
         "queues/promote": (keys_for("queues/promote", ks), lambda base: [base, 1000, WAKE_CAP]),
         "queues/reap": (keys_for("queues/reap", ks), lambda base: [base, 1000, WAKE_CAP, 1, 60_000, 60_000,
-                                                    60_000]),
+                                                    60_000, 10]),
         "jobs/claim": (keys_for("jobs/claim", ks),
                        lambda base: [base, "w", 60_000, WAKE_CAP, "t1", 1]),
         "jobs/dead": (keys_for("jobs/dead", ks, dying.job_id),
@@ -401,7 +403,7 @@ def _writing_calls(conn, redis_client, queue):
                        [base, "w", 60_000, WAKE_CAP, "tok-claim", 2]),
         "queues/promote": ([ks.schedule, ks.pending, ks.wake], [base, 10, WAKE_CAP]),
         "queues/reap": ([ks.active, ks.pending, ks.wake, ks.dead, ks.claims],
-                        [base, 10, WAKE_CAP, 1, 60_000, 60_000, 60_000]),
+                        [base, 10, WAKE_CAP, 1, 60_000, 60_000, 60_000, 10]),
         "queues/resume": ([paused, Keyspace(queue + "-p").pending, Keyspace(queue + "-p").wake],
                           [WAKE_CAP]),
         "admin/run_now": ([ks.job(ids[11]), ks.schedule, ks.pending, ks.wake],
@@ -413,7 +415,11 @@ def _writing_calls(conn, redis_client, queue):
     }, expiring
 
 
-GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan"]
+#: Not decimal integers in range. The second line is what Lua's tonumber
+#: takes as a number (hex, blanks around, exponents, a float that is whole):
+#: the scripts accept decimal digits with an optional leading '-' only.
+GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan",
+           "0x10", " 5", "5 ", "\t5", "1e3", "5.0", "+5", "- 5", "5\n"]
 
 
 def test_every_numeric_argument_is_covered_here():
@@ -459,6 +465,70 @@ def test_garbage_in_a_numeric_argument_is_refused_before_any_write(
     assert state() != before
 
 
+#: ARGV labels that carry JSON text the scripts store; each script refuses
+#: text that is not JSON, and where its header says "JSON object", a scalar.
+JSON_ARGV = {"payload", "result", "definition", "timing", "template"}
+NOT_JSON = ["", "{", "x", "{'a': 1}", '{"a": 1} trailing', "[1,]", "\"open"]
+NOT_OBJECTS = ["5", '"x"', "null", "true"]
+JSON_SCRIPTS = ["jobs/ack", "jobs/enqueue", "jobs/schedule", "repeat/mint", "repeat/register",
+                "repeat/run_now", "repeat/upsert"]
+
+
+def test_every_json_argument_is_covered_here():
+    takes_json = {n for n in SCRIPTS if JSON_ARGV & set(scripts.source(n).argv)}
+    assert takes_json == set(JSON_SCRIPTS)
+
+
+@pytest.mark.parametrize("name", JSON_SCRIPTS)
+def test_text_that_is_not_json_is_refused_before_any_write(
+        conn, redis_client, queue, server_time_ms, name):
+    calls, _ = _writing_calls(conn, redis_client, queue)
+    calls.update(_repeat_calls(conn, redis_client, queue, server_time_ms))
+    keys, args = calls[name]
+    src = scripts.source(name)
+    before = snapshot(redis_client, queue_pattern(queue))
+    checked = [i for i, label in enumerate(src.argv) if label in JSON_ARGV]
+    assert checked, name
+    for i in checked:
+        objects = "JSON object" in _header_line(name, "ARGV", i + 1)
+        for bad in NOT_JSON + (NOT_OBJECTS if objects else []):
+            if bad == "" and src.argv[i] == "result":
+                continue  # '' is "no result" there
+            broken = list(args)
+            broken[i] = bad
+            with pytest.raises(ValueError, match="must be (JSON text|a JSON object)") as info:
+                scripts.run(conn, name, keys, broken)
+            assert str(info.value).startswith(src.argv[i] + " must be"), (name, bad, info.value)
+            assert snapshot(redis_client, queue_pattern(queue)) == before, (name, i, bad)
+    if name == "jobs/ack":   # the call as built has no result; one with a result writes
+        args = [*args[:2], '{"ok": [1, 2.5, null]}', *args[3:]]
+    scripts.run(conn, name, keys, args)
+    assert snapshot(redis_client, queue_pattern(queue)) != before
+
+
+#: JSON texts Python's json reads (and rules.check_payload_text passes) that
+#: the server's cjson alone would refuse or mangle: escaped lone surrogates
+#: (json.dumps writes them for a str holding one), an escaped backslash before
+#: "ud800", a valid pair, and a number too big for a double.
+JSON_EDGES = ['"\\ud800"', '{"a": "x\\udfff y"}', '["\\\\ud800"]', '"\\ud83d\\ude00"',
+              '{"n": 1e999}', ' [] ']
+
+
+@pytest.mark.parametrize("text", JSON_EDGES)
+def test_json_the_python_side_passes_is_taken_by_the_scripts(conn, redis_client, queue, text):
+    rules.check_payload_text(text, 1000)
+    job_id = BrandedId.generate()
+    assert Jobs(conn).enqueue(queue, job_id, text) == "enqueued"
+    assert redis_client.hget(Keyspace(queue).job(job_id), "payload") == text
+
+
+def _header_line(name: str, kind: str, index: int) -> str:
+    """The header line of ``name``'s KEYS or ARGV entry ``index`` (1-based)."""
+    prefix = f"-- {kind}[{index}] "
+    return next(line for line in scripts._read(f"{name}.lua").splitlines()
+                if line.startswith(prefix))
+
+
 @pytest.mark.parametrize("name", ["jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
                                   "jobs/extend", "jobs/progress", "jobs/release",
                                   "jobs/cancel", "jobs/enqueue", "admin/run_now",
@@ -471,7 +541,8 @@ def test_a_row_key_that_does_not_name_the_job_is_refused(conn, redis_client, que
     if len(keys) > 1:  # another queue's row is told by the queue's other keys
         wrongs.append(Keyspace("elsewhere").job(args[0]))
     for wrong in wrongs:
-        with pytest.raises(ValueError, match="is not the row of job"):
+        # A script taking a base root finds the row's root is not the base's.
+        with pytest.raises(ValueError, match="must be emq:|base root"):
             scripts.run(conn, name, [wrong, *keys[1:]], args)
         assert snapshot(redis_client, queue_pattern(queue)) == before
 

@@ -20,9 +20,10 @@ protocol's own scripts (:class:`~echomq_django.protocol.jobs.Jobs`,
 :class:`~echomq_django.repeat.Repeat`'s. The admin's pages and
 the effects of each action are described in ``docs/admin.md``.
 
-Errors: ValueError for a bad queue name (TypeError for one that is not a
-str); TypeError for a job id that is not a
-non-empty str; NoSuchJobError from :meth:`Actions.cancel` for a missing row;
+Errors: ValueError for a bad queue name or a job id that breaks its rule
+(:func:`echomq_django.rules.check_job_id`: 1-200 characters of
+``[A-Za-z0-9._-]``), TypeError for one that is not a str, each before
+anything is sent; NoSuchJobError from :meth:`Actions.cancel` for a missing row;
 LookupError from :meth:`Actions.run_repeat_now` for a missing schedule;
 ``redis.RedisError`` for server failures.
 
@@ -77,7 +78,7 @@ class Actions:
     def _move(self, script: str, source: str, queue: str, job_id: str) -> int:
         """Run a script that moves one job from the set ``source`` to pending."""
         ks = Keyspace(queue)
-        rules.check_str("job_id", job_id)
+        rules.check_job_id(job_id)
         return int(scripts.run(self.conn, script,
                                [ks.job(job_id), getattr(ks, source), ks.pending, ks.wake],
                                [job_id, WAKE_CAP]))
@@ -90,7 +91,7 @@ class Actions:
         when the job is active (nothing changes: cancel it instead).
         """
         ks = Keyspace(queue)
-        rules.check_str("job_id", job_id)
+        rules.check_job_id(job_id)
         code = scripts.run(self.conn, "admin/delete",
                            [ks.job(job_id), ks.pending, ks.schedule, ks.dead], [job_id])
         return _DELETE[int(code)]

@@ -6,13 +6,14 @@ one admin message saying what it did (docs/admin.md, "Actions").
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from ..connection import get_connection
 from ..exceptions import NoSuchJobError
+from ..rules import check_job_id, check_schedule_name
 from .actions import Actions
 from .views import queue_or_404, require_view, set_url
 
@@ -38,6 +39,10 @@ ACTIONS = {
     "repeat_remove": ("name", True, "Remove the recurring schedule {target}? Jobs it "
                                     "already minted are kept."),
 }
+
+#: What an action's target must be, by what it needs (the rules of rules.py):
+#: a target that breaks its rule is a bad request (400), never sent.
+TARGET_RULES = {"job": check_job_id, "name": check_schedule_name}
 
 #: action name -> (the Actions method, {its answer: (message level, text)}); the
 #: key None stands for any answer. Texts are formatted with queue, target and answer.
@@ -93,7 +98,9 @@ def action(request, model_admin, queue: str, name: str):
     """Run one action (POST with CSRF; change permission) and say what it did
     in an admin message; then go back to ``next`` (a local URL) or the queue.
     A destructive action's first POST renders the confirmation page; the
-    second, with ``confirm=yes``, acts."""
+    second, with ``confirm=yes``, acts. A job id or schedule name that breaks
+    its rule answers 400 (BadRequest) before anything is sent; the admin's own
+    buttons never send one."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     require_view(request, model_admin)
@@ -107,6 +114,11 @@ def action(request, model_admin, queue: str, name: str):
     if needs and not target:
         messages.error(request, f"{name}: no {needs} given.")
         return _back(request, queue)
+    if needs:
+        try:
+            TARGET_RULES[needs](target)
+        except ValueError as err:
+            raise BadRequest(f"{name}: {err}") from None
     if destructive and request.POST.get("confirm") != "yes":
         opts = model_admin.model._meta
         return TemplateResponse(request, "admin/echomq_django/confirm.html", {

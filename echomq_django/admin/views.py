@@ -277,9 +277,14 @@ def lanes_view(request, model_admin, queue: str):
 
 
 def job(request, model_admin, queue: str, job_id: str):
-    """Every field of one job's row, its payload pretty-printed and its timeline."""
+    """Every field of one job's row, its payload pretty-printed and its timeline.
+    404 for an id that breaks the job-id rule: no job can have it."""
     require_view(request, model_admin)
     queue = queue_or_404(queue)
+    try:
+        rules.check_job_id(job_id)
+    except ValueError:
+        raise Http404(f"no job {job_id!r}: not a job id ({rules.JOB_ID_RULE})") from None
     detail = reads.job_detail(get_connection(), queue, job_id)
     if detail is None:
         raise Http404(f"no job {job_id} in queue {queue} (never existed, or expired)")

@@ -128,13 +128,15 @@ class Jobs:
                            [ks.base, batch, WAKE_CAP])
 
     def reap(self, queue: str, batch: int = 1000, max_stalls: int = DEFAULT_MAX_STALLS,
-             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, keep_ms: int = DEFAULT_KEEP_MS) -> int:
+             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, keep_ms: int = DEFAULT_KEEP_MS,
+             dead_max: int = DEFAULT_DEAD_MAX) -> int:
         """Handle up to ``batch`` expired leases; return how many.
 
         Each one's ``stalls`` goes up by one and its token is dropped (the old
         holder can no longer ack, retry, snooze, extend or dead it). It goes
         back to ``pending``, or dead with reason ``"stalled"`` once its stalls
-        exceed ``max_stalls``; a job whose cancel was requested ends
+        exceed ``max_stalls``, with the retention :meth:`dead` applies
+        (``dead_ttl_ms``, ``dead_max``); a job whose cancel was requested ends
         ``cancelled`` (kept ``keep_ms``) instead (protocol.md, "reap").
         """
         ks = Keyspace(queue)
@@ -142,10 +144,11 @@ class Jobs:
         check_int("max_stalls", max_stalls, 0, 1_000_000)
         check_int("dead_ttl_ms", dead_ttl_ms, 1)
         check_int("keep_ms", keep_ms, 1)
+        check_int("dead_max", dead_max, 1)
         return scripts.run(self.conn, "queues/reap",
                            [ks.active, ks.pending, ks.wake, ks.dead, ks.claims],
                            [ks.base, batch, WAKE_CAP, max_stalls, dead_ttl_ms, STATS_TTL_MS,
-                            keep_ms])
+                            keep_ms, dead_max])
 
     def horizon(self, queue: str) -> Horizon:
         """Return a :class:`Horizon`: the server's now, the earliest head of

@@ -7,6 +7,10 @@ naming every KEYS and ARGV entry (``-- KEYS[1] pending ...``) and may pull
 shared helpers from ``lua/includes`` with ``-- @include <name>``; an include
 names the includes it needs the same way, and each is pasted in once. A script is sent once per connection and then
 called by SHA (redis-py's ``Script`` does EVALSHA and reloads on NOSCRIPT).
+A script may open with a shebang, ``#!lua flags=<flag>,...`` (Redis 7 and
+Valkey's script flags; jobs/extend is ``allow-oom``): it must be the file's
+first line, stays first after the includes are pasted in (they come later),
+and no include may carry one.
 :func:`run` checks the number of keys and arguments against the header, so a
 header that drifts from its caller fails loudly, and turns the server's error
 codes into the exceptions of :mod:`echomq_django.exceptions`, in one place.
@@ -29,6 +33,7 @@ from .. import exceptions
 
 _HEADER_ENTRY = re.compile(r"^-- (KEYS|ARGV)\[(\d+)\] (\S+)")
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
+_SHEBANG = re.compile(r"^#!lua(?: flags=([\w,-]*))?$")
 
 #: Server error code (the first word of the reply) -> exception class.
 ERROR_CODES: dict[str, type[Exception]] = {
@@ -49,6 +54,8 @@ class ScriptSource:
     text: str
     keys: tuple[str, ...]
     argv: tuple[str, ...]
+    #: The flags of the script's shebang (``("allow-oom",)``), () without one.
+    flags: tuple[str, ...] = ()
 
 
 #: The folders of ``lua/`` that hold scripts (``includes/`` holds helpers).
@@ -69,7 +76,8 @@ def source(name: str) -> ScriptSource:
 
     Raises:
         FileNotFoundError: no such script.
-        ValueError: the header numbers KEYS or ARGV out of order.
+        ValueError: the header numbers KEYS or ARGV out of order, or a
+            shebang is malformed or not the script's first line.
     """
     raw = _read(f"{name}.lua")
     names: dict[str, list[str]] = {"KEYS": [], "ARGV": []}
@@ -80,7 +88,15 @@ def source(name: str) -> ScriptSource:
             if index != len(names[kind]) + 1:
                 raise ValueError(f"{name}.lua: header {kind}[{index}] is out of order")
             names[kind].append(label)
-    return ScriptSource(name, _expand(raw, set()), tuple(names["KEYS"]), tuple(names["ARGV"]))
+    text = _expand(raw, set())
+    first, _, rest = text.partition("\n")
+    shebang = _SHEBANG.match(first) if first.startswith("#!") else None
+    if (first.startswith("#!") and not shebang) or any(
+            line.startswith("#!") for line in rest.splitlines()):
+        raise ValueError(f"{name}.lua: a shebang must be the script's first line, "
+                         f"as '#!lua flags=<flag>,...'")
+    flags = tuple(f for f in (shebang.group(1) or "").split(",") if f) if shebang else ()
+    return ScriptSource(name, text, tuple(names["KEYS"]), tuple(names["ARGV"]), flags)
 
 
 def _expand(text: str, done: set[str]) -> str:

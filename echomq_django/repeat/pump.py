@@ -19,13 +19,25 @@ from ..protocol.ids import BrandedId
 from ..protocol.keyspace import WAKE_CAP, Keyspace
 from .definition import RepeatEntry, canonical
 
-__all__ = ["Pump", "SKIP_GRACE_MS"]
+__all__ = ["Pump", "SKIP_GRACE_MS", "malformed"]
 
 logger = logging.getLogger("echomq.repeat")
 
 #: With missed="skip", a lone due occurrence is still minted when the pump
 #: reaches it at most this late (a deploy or a slow beat is not downtime).
 SKIP_GRACE_MS = 60_000
+
+
+def malformed(name: str) -> str | None:
+    """Why ``name`` cannot be a schedule's name (the rule's message), or None.
+
+    A registry member with such a name (``""``, say, written by hand or by a
+    client other than ours) can never be minted: the scripts refuse it."""
+    try:
+        rules.check_schedule_name(name)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 class Pump:
@@ -77,8 +89,9 @@ class Pump:
         latest occurrence due, ms) and ``missed`` (occurrences it overtook).
         With ``missed="skip"`` nothing is minted unless exactly one
         occurrence is due and it is at most :data:`SKIP_GRACE_MS` late.
-        Orphan members and unreadable records are taken off the registry and
-        logged, never retried every beat.
+        Orphan members, unreadable records and members whose name breaks the
+        schedule-name rule (``""`` included) are taken off the registry and
+        logged, never retried every beat; none of them fails the beat.
         """
         ks = Keyspace(queue)
         now, due = self._due(ks, rules.check_int("limit", limit, 1, 100_000))
@@ -93,6 +106,13 @@ class Pump:
         return minted
 
     def _pump_one(self, ks: Keyspace, name: str, score: int, raw: dict, now: int) -> int:
+        bad_name = malformed(name)
+        if bad_name:
+            if scripts.run(self.conn, "repeat/drop_member", [ks.repeat, ks.repeat_record(name)],
+                           [name, score, raw.get("version", "")]):
+                logger.error("repeat %s/%r: a member whose name cannot be a schedule's (%s); "
+                             "taken off the registry", ks.queue, name, bad_name)
+            return 0
         if not raw:
             if scripts.run(self.conn, "repeat/drop_member", [ks.repeat, ks.repeat_record(name)],
                            [name, score, ""]):

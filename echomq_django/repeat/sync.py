@@ -15,6 +15,7 @@ from ..protocol import scripts
 from ..protocol.clock import server_now_ms
 from ..protocol.keyspace import Keyspace
 from .definition import Definition
+from .pump import malformed
 from .registry import Repeat
 
 __all__ = ["declared_schedules", "plan", "sync"]
@@ -117,7 +118,8 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
     written afresh (``repaired``). With ``prune=True`` the live names of the
     queues in ``declared`` or ``queues`` that are not declared are removed;
     without it they are counted as ``undeclared``. Registry members without a
-    record in those queues are removed (``orphans``).
+    record in those queues, or whose name no schedule can have (``""``), are
+    removed (``orphans``).
 
     Last, every one of those queues gets its sync marker
     (``emq:{q}:synced``, the server time), whose loss tells a running
@@ -153,11 +155,14 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
         for name, score, raw in list(repeat.members(queue)):
             if (queue, name) in seen:
                 continue
-            if not raw:
+            if not raw or malformed(name):
+                # A member without a record, or whose name no schedule can
+                # have ("" say): nothing can run it, and remove() refuses it.
                 if scripts.run(conn, "repeat/drop_member", [ks.repeat, ks.repeat_record(name)],
-                               [name, int(score), ""]):
+                               [name, int(score), raw.get("version", "")]):
                     counts["orphans"] += 1
-                    logger.warning("repeat %s/%s: member without a record removed", queue, name)
+                    logger.warning("repeat %s/%r: member %s removed", queue, name,
+                                   "without a record" if not raw else "with a malformed name")
             elif prune:
                 if repeat.remove(queue, name):
                     counts["removed"] += 1

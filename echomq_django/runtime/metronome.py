@@ -29,13 +29,17 @@ import socket
 import threading
 from typing import Callable
 
-from ..protocol.jobs import Jobs
+from ..protocol.jobs import DEFAULT_DEAD_MAX, DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS, Jobs
 from ..protocol.keyspace import Keyspace
 from ..protocol.presence import signal_stop
 from ..connection import block_timeout_s
 from ..connection.resilience import Backoff, Outage, passing
+from .outcome import Retention
 
 log = logging.getLogger("echomq.metronome")
+
+#: The protocol's defaults, for a metronome built without settings.
+DEFAULT_RETENTION = Retention(DEFAULT_KEEP_MS, DEFAULT_DEAD_TTL_MS, DEFAULT_DEAD_MAX)
 
 #: Longest sleep without a beat, a safety net for a lost marker (s).
 MAX_SLEEP_S = 30.0
@@ -58,16 +62,18 @@ class Metronome:
         batch: most jobs promoted or leases reaped per script call.
         pump: called with the queue on every beat to mint due recurrences.
         max_stalls: expired leases a job survives before reap ends it dead.
-        dead_ttl_ms: how long such a dead row is kept.
-        keep_ms: how long a row reap ends cancelled is kept (RESULT_TTL_MS).
+        retention: the consumer's :class:`~.outcome.Retention`: a stalled
+            death is kept ``dead_ttl_ms`` and trims the dead set to
+            ``dead_max``, as any other; a row reap ends cancelled is kept
+            ``result_ttl_ms``.
         outage: the process's view of the server (one log line per outage).
         resync: called when a queue's sync marker is gone (see the module
             doc); None to ignore the marker.
     """
 
     def __init__(self, conn, queues, *, batch: int = 1000, pump: Pump | None = None,
-                 max_stalls: int = 1, dead_ttl_ms: int = 604_800_000,
-                 keep_ms: int = 86_400_000, stop_event: threading.Event | None = None,
+                 max_stalls: int = 1, retention: Retention = DEFAULT_RETENTION,
+                 stop_event: threading.Event | None = None,
                  outage: Outage | None = None, resync: Resync | None = None) -> None:
         self.jobs = Jobs(conn)
         self.conn = conn
@@ -75,8 +81,7 @@ class Metronome:
         self.batch = batch
         self.pump = pump
         self.max_stalls = max_stalls
-        self.dead_ttl_ms = dead_ttl_ms
-        self.keep_ms = keep_ms
+        self.retention = retention
         self.stop_event = stop_event or threading.Event()
         self.outage = outage or Outage()
         self.resync = resync
@@ -113,8 +118,10 @@ class Metronome:
     def beat(self, queue: str) -> tuple[int, int, int]:
         """One beat for ``queue``: promote, reap, pump. Returns the three counts."""
         promoted = self.jobs.promote(queue, self.batch)
+        keep = self.retention
         reaped = self.jobs.reap(queue, self.batch, max_stalls=self.max_stalls,
-                                dead_ttl_ms=self.dead_ttl_ms, keep_ms=self.keep_ms)
+                                dead_ttl_ms=keep.dead_ttl_ms, keep_ms=keep.result_ttl_ms,
+                                dead_max=keep.dead_max)
         minted = self.pump(queue) if self.pump else 0
         if promoted or reaped or minted:
             log.debug("queue %s: promoted %d, reaped %d, minted %d",

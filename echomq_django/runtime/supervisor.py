@@ -176,12 +176,16 @@ class Supervisor:
             log.info("recurring schedules synced: %s",
                      ", ".join(f"{k} {v}" for k, v in report.items() if v) or "nothing to do")
 
+    def _retention(self) -> Retention:
+        """The retention settings the consumer's deaths and reap's share."""
+        config = self.config
+        return Retention(config.result_ttl_ms, config.dead_ttl_ms, config.dead_max)
+
     def _metronome(self) -> Metronome:
         return Metronome(get_connection(), self.options.queues,
                          batch=self.config.promote_batch, pump=self._pump(),
-                         max_stalls=self.config.max_stalls,
-                         dead_ttl_ms=self.config.dead_ttl_ms,
-                         keep_ms=self.config.result_ttl_ms, stop_event=threading.Event(),
+                         max_stalls=self.config.max_stalls, retention=self._retention(),
+                         stop_event=threading.Event(),
                          outage=self.outage(),
                          resync=self._sync_declared if self._has_declarations() else None)
 
@@ -191,7 +195,7 @@ class Supervisor:
             get_connection(), self.options.queues,
             concurrency=self.options.concurrency,
             lease_ms=self.options.lease_ms or config.lease_ms,
-            retention=Retention(config.result_ttl_ms, config.dead_ttl_ms, config.dead_max),
+            retention=self._retention(),
             burst=self.options.burst, max_jobs=self.options.max_jobs, stop=self.stop,
             outage=self.outage())
 

@@ -7,11 +7,16 @@
 -- ARGV[1] job_id
 -- Returns: 1 deleted; 0 nothing found (nothing changes);
 --          2 the job is running (state active; nothing changes: cancel it).
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include lanes
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'pending'},
+  {KEYS[3], 'schedule'}, {KEYS[4], 'dead'}})
+if bad_key then return bad_key end
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'active' then
   return 2

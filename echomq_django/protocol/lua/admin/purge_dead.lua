@@ -9,12 +9,15 @@
 -- Returns: {removed, cutoff_ms}: members taken off dead, the cutoff used. A
 --          member whose row is not dead (expired, or the id enqueued again)
 --          is dropped and its row left alone.
--- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
 --         EMQARG a malformed argument, e.g. batch not in 1..1000 (nothing changes).
 -- @include args
 -- @include now
 -- @include base
 -- @include dead_batch
+local bad_key = check_keys({{KEYS[1], 'dead'}}, ARGV[1])
+if bad_key then return bad_key end
 local err, letters, taken, cutoff = dead_batch(ARGV[1], KEYS[1], ARGV[2], ARGV[3])
 if err then return err end
 for _, id in ipairs(letters) do

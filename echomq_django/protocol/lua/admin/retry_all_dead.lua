@@ -12,7 +12,8 @@
 -- ARGV[4] wake_cap most wake markers kept
 -- Returns: {revived, taken, cutoff_ms}: letters back on pending, members taken
 --          off dead (taken - revived had no dead row left), the cutoff used.
--- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
 --         EMQARG a malformed argument, e.g. batch not in 1..1000 (nothing changes).
 -- @include args
 -- @include now
@@ -21,6 +22,8 @@
 -- @include rejoin
 -- @include revive
 -- @include dead_batch
+local bad_key = check_keys({{KEYS[1], 'dead'}, {KEYS[2], 'pending'}, {KEYS[3], 'wake'}}, ARGV[1])
+if bad_key then return bad_key end
 local wake_cap, bad_arg = int_arg(ARGV[4], 'wake_cap', 1, 10000)
 if bad_arg then return bad_arg end
 local err, letters, taken, cutoff = dead_batch(ARGV[1], KEYS[1], ARGV[2], ARGV[3])

@@ -8,14 +8,19 @@
 -- Returns: 1 back on pending; 0 not in dead (nothing changes);
 --          2 in dead without a dead row (it expired, or the id was enqueued
 --          again: the member is dropped, nothing else changes).
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include signal
 -- @include rejoin
 -- @include revive
 -- @include take
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'dead'},
+  {KEYS[3], 'pending'}, {KEYS[4], 'wake'}})
+if bad_key then return bad_key end
 local wake_cap, bad_arg = int_arg(ARGV[2], 'wake_cap', 1, 10000)
 if bad_arg then return bad_arg end
 local taken = take(KEYS[2], KEYS[1], ARGV[1], 'dead')

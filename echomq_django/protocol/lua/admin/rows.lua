@@ -15,13 +15,14 @@
 --          path (nil when absent or not found), then the last line of
 --          last_error that is not blank, cut (a Python traceback's
 --          "ExceptionClass: message"; nil when there is no error).
--- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
 --         EMQARG a malformed argument: cut not in 1..1000000, ids or fields
 --         not JSON arrays, more than 500 ids.
 -- @include args
 -- @include base
-local bad = check_base(ARGV[1], KEYS[1])
-if bad then return bad end
+local bad_key = check_keys({{KEYS[1], 'pending'}}, ARGV[1])
+if bad_key then return bad_key end
 local cut, bad_cut = int_arg(ARGV[2], 'cut', 1, 1000000)
 if bad_cut then return bad_cut end
 

@@ -2,12 +2,15 @@
 -- than ours that sends garbage gets an EMQARG error and nothing changes.
 -- Each returns the checked value, or nil and an error reply to return.
 
--- int_arg(value, name, low, high): an integer in low..high.
+-- int_arg(value, name, low, high): an integer in low..high, written in decimal
+-- digits with an optional leading '-' and nothing else. tonumber alone would
+-- also take '0x10', ' 5', '1e3' and '5.0', which no client of ours sends.
 local function int_arg(value, name, low, high)
-  local n = tonumber(value)
-  if n == nil or n ~= math.floor(n) or n < low or n > high then
-    return nil, redis.error_reply('EMQARG ' .. name .. ' must be an integer in ' .. low
-      .. '..' .. high .. ', got ' .. tostring(value))
+  local n = type(value) == 'string' and string.find(value, '^-?%d+$') and tonumber(value)
+  if not n or n < low or n > high then
+    return nil, redis.error_reply(string.format(
+      'EMQARG %s must be an integer in %d..%d (decimal digits), got %s', name, low, high,
+      tostring(value)))
   end
   return n, nil
 end
@@ -20,28 +23,43 @@ local function text_arg(value, name)
   return value, nil
 end
 
--- row_arg(row, id, sibling): the row key must be the row of id in the queue
--- of the sibling key (emq:{q}:<anything>): emq:{q}:job:<id>.
-local function row_arg(row, id, sibling)
-  local close = string.find(sibling, '}:', 1, true)
-  if id == nil or id == '' or close == nil
-      or row ~= string.sub(sibling, 1, close + 1) .. 'job:' .. id then
-    return nil, redis.error_reply('EMQARG key ' .. tostring(row) .. ' is not the row of job '
-      .. tostring(id) .. ' in the queue of ' .. tostring(sibling))
+-- json_arg(value, name, object): JSON text the server can read (with object,
+-- a JSON object), as the protocol says of payloads, results and definitions.
+-- The server's cjson also reads NaN, Infinity and hex numbers (its
+-- decode_invalid_numbers is on, and turning it off would change the Lua state
+-- every script on the server shares); our clients never send them
+-- (rules.check_payload_text, rules.json_text). It refuses an escaped lone
+-- surrogate ("\ud800"), which JSON's grammar allows and Python reads and
+-- writes, so a text it refuses is read again with every \uD800-\uDFFF escape
+-- as \u0000: that changes no other token, and an escaped backslash followed
+-- by 'ud800' stays valid text too.
+local function json_arg(value, name, object)
+  local ok, decoded = pcall(cjson.decode, value)
+  if not ok and type(value) == 'string' then
+    local plain = string.gsub(value, '\\u[dD][89a-fA-F]%x%x', '\\u0000')
+    local again, read = pcall(cjson.decode, plain)
+    if again then
+      ok, decoded = true, read
+    end
   end
-  return row, nil
+  if not ok then
+    return nil, redis.error_reply('EMQARG ' .. name .. ' must be JSON text: ' .. tostring(decoded))
+  end
+  if object and type(decoded) ~= 'table' then
+    return nil, redis.error_reply('EMQARG ' .. name .. ' must be a JSON object')
+  end
+  return value, nil
 end
 
--- record_arg(record, name, sibling): the key must be the recurring record of
--- name in the queue of the sibling key: emq:{q}:repeat:<name>.
-local function record_arg(record, name, sibling)
-  local close = string.find(sibling, '}:', 1, true)
-  if name == nil or name == '' or close == nil
-      or record ~= string.sub(sibling, 1, close + 1) .. 'repeat:' .. name then
-    return nil, redis.error_reply('EMQARG key ' .. tostring(record) .. ' is not the record of '
-      .. 'schedule ' .. tostring(name) .. ' in the queue of ' .. tostring(sibling))
+-- name_arg(value): a recurring schedule's name: not empty, no whitespace (the
+-- Python rule, rules.check_schedule_name, also keeps it to 200 printable
+-- characters).
+local function name_arg(value)
+  if value == nil or value == '' or string.find(value, '%s') then
+    return nil, redis.error_reply('EMQARG name must be a non-empty string without whitespace, '
+      .. 'got ' .. tostring(value))
   end
-  return record, nil
+  return value, nil
 end
 
 -- opt_int_arg(value, name, low, high): '' (none) or an integer in low..high.

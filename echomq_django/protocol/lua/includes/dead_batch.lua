@@ -1,19 +1,14 @@
 -- dead_batch(base, dead, batch, cutoff, wake_cap): the start of one batch of
 -- the admin's bulk dead-letter actions: the oldest letters that died at or
 -- before cutoff (server ms; '' = now), at most batch (1..1000) of them, taken
--- off the dead set. Returns err, letters, taken, cutoff: err is an EMQKEY or
--- EMQARG error reply to return (nothing changed); letters are the ids whose
+-- off the dead set. Returns err, letters, taken, cutoff: err is an EMQARG
+-- error reply to return (nothing changed); letters are the ids whose
 -- row is still dead (a member whose row expired, or whose id was enqueued
--- again, is only dropped); taken counts every member taken off.
--- Needs: args, now, base.
+-- again, is only dropped); taken counts every member taken off. The caller
+-- has checked dead and base (check_keys). Needs: args, now.
 -- @include args
 -- @include now
--- @include base
 local function dead_batch(base, dead, batch, cutoff)
-  local bad = check_base(base, dead)
-  if bad then
-    return bad, nil, nil, nil
-  end
   local most, bad_batch = int_arg(batch, 'batch', 1, 1000)
   if bad_batch then
     return bad_batch, nil, nil, nil

@@ -1,9 +1,13 @@
--- check_definition(repeat, record, argv): the arguments of register and
--- upsert (see write_definition, ARGV[10] the first run) are a schedule's:
--- returns an EMQARG error reply, or nil. Needs: args.
+-- check_definition(keys, argv): the keys of register and upsert are the
+-- queue's (repeat, repeat_record of the name, beat: EMQKEY) and the arguments
+-- (see write_definition, ARGV[10] the first run) are a schedule's (EMQARG).
+-- Returns an error reply, or nil. Needs: args, base.
 -- @include args
-local function check_definition(registry, record, argv)
-  local _, bad = record_arg(record, argv[1], registry)
+-- @include base
+local function check_definition(keys, argv)
+  local _, bad = name_arg(argv[1])
+  if bad then return bad end
+  bad = check_keys({{keys[1], 'repeat'}, {keys[2], 'repeat:' .. argv[1]}, {keys[3], 'beat'}})
   if bad then return bad end
   local every_ms
   every_ms, bad = opt_int_arg(argv[4], 'every_ms', 1, MAX_MS)
@@ -14,9 +18,9 @@ local function check_definition(registry, record, argv)
   if argv[6] == '' then
     return redis.error_reply('EMQARG tz must be a zone name')
   end
-  local ok, template = pcall(cjson.decode, argv[7])
-  if not ok or type(template) ~= 'table' then
-    return redis.error_reply('EMQARG template must be a JSON object')
+  for _, json in ipairs({{2, 'definition'}, {3, 'timing'}, {7, 'template'}}) do
+    _, bad = json_arg(argv[json[1]], json[2], true)
+    if bad then return bad end
   end
   if argv[8] ~= 'coalesce' and argv[8] ~= 'skip' then
     return redis.error_reply('EMQARG missed must be coalesce or skip, got ' .. tostring(argv[8]))

@@ -17,17 +17,12 @@
 --   base .. 'wake'        LIST wake markers
 -- The invariant every script keeps: a lane with work is in exactly one of
 -- ring, capped and waiting; a lane without work is in none.
--- Needs: signal.
+-- Needs: signal, base.
 -- @include signal
+-- @include base
 
 local UNGROUPED = ''
 local LANE_WAKE_CAP = 100
-
--- queue_root(key): the root of a declared key of the queue (emq:{q}:).
-local function queue_root(key)
-  local close = string.find(key, '}:', 1, true)
-  return string.sub(key, 1, close + 1)
-end
 
 local function lane_pending(base, lane)
   if lane == UNGROUPED then

@@ -11,9 +11,11 @@
 -- Returns: {finish time ms, 'done'}, or {.., 'cancelled'} when a cancel was
 --          requested while it ran (not counted as done). A repeat by the same
 --          token (its first reply lost) answers {now, the recorded outcome}.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes);
---         EMQKEY the base root is not the queue root of KEYS[2];
---         EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
+--         EMQSTALE the token does not hold the lease (nothing changes);
+--         EMQARG a malformed argument, a result that is not JSON included
+--         (nothing changes).
 -- @include args
 -- @include now
 -- @include fence
@@ -22,12 +24,17 @@
 -- @include stats
 -- @include cancelled
 -- @include settle
-local bad = check_base(ARGV[5], KEYS[2])
-if bad then return bad end
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
+  {KEYS[3], 'claims'}}, ARGV[5])
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[4], 'keep_ms', 1, MAX_MS}, {ARGV[6], 'stats_ttl_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end
+if ARGV[3] ~= '' then
+  local _, bad_result = json_arg(ARGV[3], 'result')
+  if bad_result then return bad_result end
+end
 local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[1],
   'ack')
 if err then return err end

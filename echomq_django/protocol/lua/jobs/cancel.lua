@@ -7,12 +7,17 @@
 -- ARGV[2] keep_ms  how long the cancelled row is kept (PEXPIRE), 1..2^53
 -- Returns: 1 cancelled, 2 running and flagged (cancel_requested = 1),
 --          0 already finished (done, dead or cancelled; nothing changes).
--- Errors: EMQNOJOB no such row; EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQNOJOB no such row; EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
 -- @include lanes
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'pending'},
+  {KEYS[3], 'schedule'}})
+if bad_key then return bad_key end
 local keep_ms, bad_arg = int_arg(ARGV[2], 'keep_ms', 1, MAX_MS)
 if bad_arg then return bad_arg end
 local state = redis.call('HGET', KEYS[1], 'state')

@@ -22,7 +22,8 @@
 --   lease_deadline_ms, snoozes, group}. No jobs when nothing is ready, the
 --   queue is paused or at a limit. A repeat with the same batch token whose
 --   leases are still held answers those leases again (a claim is idempotent).
--- Errors: EMQKEY the base root is not the prefix of KEYS[1];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
@@ -30,8 +31,9 @@
 -- @include base
 -- @include lanes
 -- @include bucket
-local bad = check_base(ARGV[1], KEYS[1])
-if bad then return bad end
+local bad_key = check_keys({{KEYS[1], 'pending'}, {KEYS[2], 'active'}, {KEYS[3], 'claims'},
+  {KEYS[4], 'wake'}, {KEYS[5], 'beat'}, {KEYS[6], 'paused'}}, ARGV[1])
+if bad_key then return bad_key end
 local _, bad_consumer = text_arg(ARGV[2], 'consumer')
 if bad_consumer then return bad_consumer end
 local _, bad_token = text_arg(ARGV[5], 'token')

@@ -15,13 +15,11 @@
 -- Returns: {time of death ms, 'dead'}, or {now, 'cancelled'} when a cancel
 --          was requested while it ran. A repeat by the same token answers
 --          {now, the recorded outcome}.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes);
---         EMQKEY the base root is not the prefix of KEYS[4];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
+--         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
--- Retention is bounded per call: at most TRIM letters past their ttl and
--- TRIM past dead_max leave the set (each death trims again, so the set
--- converges); a trimmed letter's row is deleted only while it is still dead
--- (an expired id may have been enqueued again since).
+-- Retention is bounded per call (includes/retention.lua, shared with reap).
 -- @include args
 -- @include now
 -- @include fence
@@ -30,11 +28,12 @@
 -- @include stats
 -- @include cancelled
 -- @include settle
-local TRIM = 100
-local bad = check_base(ARGV[5], KEYS[4])
-if bad then return bad end
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include retention
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
+  {KEYS[3], 'claims'}, {KEYS[4], 'dead'}}, ARGV[5])
+if bad_key then return bad_key end
 local _, bad_reason = text_arg(ARGV[3], 'reason')
 if bad_reason then return bad_reason end
 local n, bad_arg = ints({{ARGV[6], 'dead_ttl_ms', 1, MAX_MS}, {ARGV[7], 'dead_max', 1, MAX_MS},
@@ -45,28 +44,7 @@ local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], A
 if err then return err end
 if replay then return {now, replay} end
 if cancelled then return {now, 'cancelled'} end
-redis.call('HSET', KEYS[1], 'state', 'dead', 'reason', ARGV[3], 'last_error', ARGV[4],
-  'finished_at_ms', now)
+bury(ARGV[5], KEYS[4], ARGV[1], now, ARGV[3], ARGV[4],
+  {ttl_ms = n[1], max = n[2], stats_ttl_ms = n[3]})
 settled(KEYS[1], ARGV[2], 'dead', 'dead')
-redis.call('PEXPIRE', KEYS[1], n[1])
-redis.call('ZADD', KEYS[4], now, ARGV[1])
-count(ARGV[5], 'failed', now, n[3])
-local function drop(id)
-  redis.call('ZREM', KEYS[4], id)
-  local row = ARGV[5] .. 'job:' .. id
-  if redis.call('HGET', row, 'state') == 'dead' then
-    redis.call('DEL', row)
-  end
-end
-local expired = redis.call('ZRANGE', KEYS[4], '-inf', string.format('(%d', now - n[1]),
-  'BYSCORE', 'LIMIT', 0, TRIM)
-for _, id in ipairs(expired) do
-  drop(id)
-end
-local excess = redis.call('ZCARD', KEYS[4]) - n[2]
-if excess > 0 then
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, math.min(excess, TRIM) - 1)) do
-    drop(id)
-  end
-end
 return {now, 'dead'}

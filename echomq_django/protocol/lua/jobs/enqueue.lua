@@ -8,18 +8,25 @@
 -- ARGV[4] group    the job's lane ('' for none: the queue's pending set)
 -- ARGV[5] priority -100..100, higher first within its lane (docs/protocol.md, "Lanes")
 -- Returns: 1 enqueued, 0 duplicate (the row exists; nothing changes).
--- Errors: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument.
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument (a
+--         payload that is not JSON included; nothing changes).
 -- @include args
 -- @include now
 -- @include signal
 -- @include rejoin
 -- @include admission
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'pending'}, {KEYS[3], 'wake'}})
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[3], 'wake_cap', 1, 10000}, {ARGV[5], 'priority', -100, 100}})
 if bad_arg then return bad_arg end
 local _, bad_group = group_arg(ARGV[4])
 if bad_group then return bad_group end
+local _, bad_payload = json_arg(ARGV[2], 'payload')
+if bad_payload then return bad_payload end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
 redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now_ms(),

@@ -6,13 +6,17 @@
 -- ARGV[4] message  free text ('' for none)
 -- Returns: 1 when a cancel has been requested for the job, else 0 (so a
 --          progress report is also a cancellation check).
--- Errors: EMQSTALE the token does not hold the lease (nothing changes);
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
 -- @include fence
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[1])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}})
+if bad_key then return bad_key end
 local percent, bad_arg = int_arg(ARGV[3], 'percent', 0, 100)
 if bad_arg then return bad_arg end
 local stale_reply = fence(KEYS[1], ARGV[2])

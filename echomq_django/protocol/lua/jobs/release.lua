@@ -12,7 +12,8 @@
 -- ARGV[4] keep_ms  how long a cancelled row is kept, 1..2^53
 -- Returns: 1 back to pending, 2 ended cancelled (a repeat by the same token
 --          answers the same).
--- Errors: EMQSTALE the token does not hold the lease (nothing changes);
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include signal
@@ -22,8 +23,12 @@
 -- @include cancelled
 -- @include settle
 -- @include rejoin
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
+  {KEYS[3], 'claims'}, {KEYS[4], 'pending'}, {KEYS[5], 'wake'}})
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[3], 'wake_cap', 1, 10000}, {ARGV[4], 'keep_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end
 local err, _, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[2],

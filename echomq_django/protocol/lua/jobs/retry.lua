@@ -14,8 +14,9 @@
 -- Returns: {run-at ms, 'scheduled'}, or {now, 'cancelled'} when a cancel was
 --          requested while it ran (never retried). A repeat by the same token
 --          answers {now, the recorded outcome}.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes);
---         EMQKEY the base root is not the queue root of KEYS[2];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
+--         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
@@ -26,10 +27,11 @@
 -- @include stats
 -- @include cancelled
 -- @include settle
-local bad = check_base(ARGV[5], KEYS[2])
-if bad then return bad end
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
+  {KEYS[3], 'claims'}, {KEYS[4], 'schedule'}, {KEYS[5], 'beat'}}, ARGV[5])
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[3], 'delay_ms', 0, MAX_MS}, {ARGV[6], 'stats_ttl_ms', 1, MAX_MS},
   {ARGV[7], 'keep_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end

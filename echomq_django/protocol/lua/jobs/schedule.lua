@@ -10,14 +10,20 @@
 -- ARGV[5] group    the job's lane ('' for none)
 -- ARGV[6] priority -100..100, higher first within its lane once due
 -- Returns: 1 scheduled, 0 duplicate (the row exists; nothing changes).
--- Errors: EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument.
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQKIND the id is not JOB-namespaced; EMQARG a malformed argument (a
+--         payload that is not JSON included; nothing changes).
 -- @include args
 -- @include now
 -- @include signal
 -- @include lease
 -- @include admission
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'schedule'},
+  {KEYS[3], 'beat'}})
+if bad_key then return bad_key end
 if ARGV[3] ~= 'at' and ARGV[3] ~= 'in' then
   return redis.error_reply('EMQARG mode must be at or in, got ' .. tostring(ARGV[3]))
 end
@@ -26,6 +32,8 @@ if bad_arg then return bad_arg end
 local value = n[1]
 local _, bad_group = group_arg(ARGV[5])
 if bad_group then return bad_group end
+local _, bad_payload = json_arg(ARGV[2], 'payload')
+if bad_payload then return bad_payload end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
 local now = now_ms()

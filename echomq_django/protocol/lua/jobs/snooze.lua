@@ -13,7 +13,8 @@
 --          requested while it ran. attempts goes back down by one (the claim
 --          that is given back), snoozes up by one. A repeat by the same token
 --          answers {now, the recorded outcome}.
--- Errors: EMQSTALE the token does not hold the lease (nothing changes);
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
@@ -22,8 +23,12 @@
 -- @include lease
 -- @include cancelled
 -- @include settle
-local _, bad_row = row_arg(KEYS[1], ARGV[1], KEYS[2])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
+  {KEYS[3], 'claims'}, {KEYS[4], 'schedule'}, {KEYS[5], 'beat'}})
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[3], 'delay_ms', 0, MAX_MS}, {ARGV[4], 'keep_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end
 local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[2],

@@ -7,8 +7,8 @@
 -- Returns: 0 when a token was taken (the key then expires after per_ms, when
 --   a bucket left alone would be full again, as one never written is); else
 --   the ms until the bucket holds a whole token (>= 1), and nothing changes.
--- Errors: EMQARG a malformed argument, or a key that is not a rate limiter's
---   (nothing changes).
+-- Errors: EMQARG a malformed argument; EMQKEY a key that is not a rate
+--   limiter's (nothing changes).
 -- @include args
 -- @include now
 -- @include bucket
@@ -17,7 +17,7 @@ if bad then return bad end
 -- A limiter's key is its own hash tag: any other key (a job's row, say) is
 -- refused rather than given a 'bucket' field.
 if not string.find(KEYS[1], '^emq:{rl:[^{}%s]+}$') then
-  return redis.error_reply('EMQARG key ' .. KEYS[1] .. ' is not a rate limiter key '
+  return redis.error_reply('EMQKEY key ' .. KEYS[1] .. ' is not a rate limiter key '
     .. '(emq:{rl:<key>})')
 end
 local count, per_ms = n[1], n[2]

@@ -9,9 +9,16 @@
 -- Returns: the server time of the announcement, ms. Entries older than ttl_ms
 --          are dropped from both sets (at most 100 of each per call).
 -- Note: keys shared by all queues; on Redis Cluster they live in slot of {~}.
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
+-- @include base
+local _, bad_id = text_arg(ARGV[1], 'worker_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'workers'}, {KEYS[2], 'worker:' .. ARGV[1]},
+  {KEYS[3], 'queues'}}, 'emq:{~}:')
+if bad_key then return bad_key end
 local ttl_ms, bad_arg = int_arg(ARGV[2], 'ttl_ms', 1, MAX_MS)
 if bad_arg then return bad_arg end
 local ok_fields, fields = pcall(cjson.decode, ARGV[3])

@@ -7,15 +7,17 @@
 -- ARGV[3] wake_cap most wake markers kept, 1..10000
 -- Returns: the count of due members taken off schedule (released, or dropped
 --   when their row is gone or no longer scheduled: an expired id enqueued again).
--- Errors: EMQKEY the base root is not the prefix of KEYS[1];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
 -- @include signal
 -- @include base
 -- @include rejoin
-local bad = check_base(ARGV[1], KEYS[1])
-if bad then return bad end
+local bad_key = check_keys({{KEYS[1], 'schedule'}, {KEYS[2], 'pending'},
+  {KEYS[3], 'wake'}}, ARGV[1])
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[2], 'batch', 1, 100000}, {ARGV[3], 'wake_cap', 1, 10000}})
 if bad_arg then return bad_arg end
 local base = ARGV[1]

@@ -16,8 +16,11 @@
 -- ARGV[5] dead_ttl_ms how long a dead row is kept, 1..2^53
 -- ARGV[6] stats_ttl_ms how long a per-minute counter lives, 1..2^53
 -- ARGV[7] keep_ms  how long a cancelled row is kept, 1..2^53
+-- ARGV[8] dead_max most dead letters kept (the oldest go first), 1..2^53; a
+--                  stalled death trims the dead set as dead does
 -- Returns: the count of expired leases handled (back to pending, dead or cancelled).
--- Errors: EMQKEY the base root is not the queue root of KEYS[1];
+-- Errors: EMQKEY a key that is not the queue's key named above, or a base root that
+--         is not their root (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
@@ -27,15 +30,19 @@
 -- @include lease
 -- @include cancelled
 -- @include rejoin
-local bad = check_base(ARGV[1], KEYS[1])
-if bad then return bad end
+-- @include retention
+local bad_key = check_keys({{KEYS[1], 'active'}, {KEYS[2], 'pending'}, {KEYS[3], 'wake'},
+  {KEYS[4], 'dead'}, {KEYS[5], 'claims'}}, ARGV[1])
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[2], 'batch', 1, 100000}, {ARGV[3], 'wake_cap', 1, 10000},
   {ARGV[4], 'max_stalls', 0, 1000000}, {ARGV[5], 'dead_ttl_ms', 1, MAX_MS},
-  {ARGV[6], 'stats_ttl_ms', 1, MAX_MS}, {ARGV[7], 'keep_ms', 1, MAX_MS}})
+  {ARGV[6], 'stats_ttl_ms', 1, MAX_MS}, {ARGV[7], 'keep_ms', 1, MAX_MS},
+  {ARGV[8], 'dead_max', 1, MAX_MS}})
 if bad_arg then return bad_arg end
 local base = ARGV[1]
 local now = now_ms()
 local max_stalls = n[3]
+local keep = {ttl_ms = n[4], max = n[7], stats_ttl_ms = n[5]}
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, n[1])
 local count_back, count_all = 0, 0
 for _, id in ipairs(expired) do
@@ -51,11 +58,8 @@ for _, id in ipairs(expired) do
     if end_if_cancelled(row, now, n[6]) then
       -- Cancelled: never run again, counted neither as done nor as failed.
     elseif stalls > max_stalls then
-      redis.call('HSET', row, 'state', 'dead', 'reason', 'stalled', 'finished_at_ms', now,
-        'last_error', 'the lease expired ' .. stalls .. ' times (max_stalls ' .. max_stalls .. ')')
-      redis.call('PEXPIRE', row, n[4])
-      redis.call('ZADD', KEYS[4], now, id)
-      count(base, 'failed', now, n[5])
+      bury(base, KEYS[4], id, now, 'stalled',
+        'the lease expired ' .. stalls .. ' times (max_stalls ' .. max_stalls .. ')', keep)
     else
       rejoin(row, KEYS[2], id)
       count_back = count_back + 1

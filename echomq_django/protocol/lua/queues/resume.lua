@@ -5,10 +5,13 @@
 -- KEYS[3] wake     emq:{q}:wake
 -- ARGV[1] wake_cap most wake markers kept, 1..10000
 -- Returns: 1 resumed now, 0 was not paused.
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include signal
--- @include lanes
+-- @include base
+local bad_key = check_keys({{KEYS[1], 'paused'}, {KEYS[2], 'pending'}, {KEYS[3], 'wake'}})
+if bad_key then return bad_key end
 local wake_cap, bad_arg = int_arg(ARGV[1], 'wake_cap', 1, 10000)
 if bad_arg then return bad_arg end
 if redis.call('DEL', KEYS[1]) == 0 then

@@ -12,10 +12,14 @@
 --   On a change every lane held back by the old limits (at a cap, waiting
 --   for a token) rejoins the ring and consumers are woken: the new limits
 --   decide at the next claim. O(lanes held back), once per change.
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include signal
 -- @include lanes
+-- @include base
+local bad_key = check_keys({{KEYS[1], 'limits'}})
+if bad_key then return bad_key end
 local n = {}
 local names = {'concurrency', 'lane_concurrency', 'rate_count', 'rate_per_ms',
   'lane_rate_count', 'lane_rate_per_ms'}

@@ -7,10 +7,14 @@
 -- ARGV[3] version      the record version the caller read ('' = the record must not exist)
 -- Returns: 1 the member was removed (the record, if any, is kept for
 --   inspection); 0 the score or the record changed since (nothing written).
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
-local _, bad_record = record_arg(KEYS[2], ARGV[1], KEYS[1])
-if bad_record then return bad_record end
+-- @include base
+-- Any member may be dropped, a malformed name ('' included) too: this is how
+-- the pump takes one off the registry.
+local bad_key = check_keys({{KEYS[1], 'repeat'}, {KEYS[2], 'repeat:' .. ARGV[1]}})
+if bad_key then return bad_key end
 local expected, bad_arg = int_arg(ARGV[2], 'expected_ms', 0, MAX_MS)
 if bad_arg then return bad_arg end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])

@@ -3,9 +3,13 @@
 -- ARGV[1] limit        most names returned
 -- Returns: {now_ms, name1, score1, name2, score2, ...}, earliest first, every
 --   name whose next-run score is at or before the server's now.
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
+-- @include base
+local bad_key = check_keys({{KEYS[1], 'repeat'}})
+if bad_key then return bad_key end
 local limit, bad_arg = int_arg(ARGV[1], 'limit', 1, 100000)
 if bad_arg then return bad_arg end
 local now = now_ms()

@@ -20,7 +20,8 @@
 -- Returns: 1 minted and advanced; 2 advanced without minting; 0 stale (the
 --   score is not expected_ms, the member or record is gone, or the version
 --   differs; nothing written).
--- Errors: EMQKIND job_id is not JOB-namespaced; EMQSTATE the row exists.
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQKIND job_id is not JOB-namespaced; EMQSTATE the row exists.
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
@@ -28,11 +29,16 @@
 -- @include rejoin
 -- @include occurrence
 -- @include next_run
-local _, bad_record = record_arg(KEYS[2], ARGV[1], KEYS[1])
-if bad_record then return bad_record end
+-- @include base
+local _, bad_name = name_arg(ARGV[1])
+if bad_name then return bad_name end
+local bad_key = check_keys({{KEYS[1], 'repeat'}, {KEYS[2], 'repeat:' .. ARGV[1]},
+  {KEYS[3], 'job:' .. (ARGV[5] ~= '' and ARGV[5] or '-')}, {KEYS[4], 'pending'},
+  {KEYS[5], 'wake'}, {KEYS[6], 'beat'}})
+if bad_key then return bad_key end
 if ARGV[5] ~= '' then
-  local _, bad_row = row_arg(KEYS[3], ARGV[5], KEYS[1])
-  if bad_row then return bad_row end
+  local _, bad_payload = json_arg(ARGV[6], 'payload', true)
+  if bad_payload then return bad_payload end
 end
 local n, bad_arg = ints({{ARGV[2], 'expected_ms', 0, MAX_MS}, {ARGV[3], 'next_ms', 0, MAX_MS},
   {ARGV[7], 'slot_ms', 0, MAX_MS}, {ARGV[8], 'count', 0, MAX_MS},

@@ -10,17 +10,26 @@
 -- ARGV[5] slot_ms      the server time the caller read (scheduled_for)
 -- ARGV[6] wake_cap     most wake markers kept
 -- Returns: 1 minted; 0 the record is gone or its version differs (nothing written).
--- Errors: EMQKIND job_id is not JOB-namespaced; EMQSTATE the row exists.
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQKIND job_id is not JOB-namespaced; EMQSTATE the row exists.
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
 -- @include signal
 -- @include rejoin
 -- @include occurrence
-local _, bad_row = row_arg(KEYS[2], ARGV[3], KEYS[1])
-if bad_row then return bad_row end
+-- @include base
+local _, bad_name = name_arg(ARGV[1])
+if bad_name then return bad_name end
+local _, bad_id = text_arg(ARGV[3], 'job_id')
+if bad_id then return bad_id end
+local bad_key = check_keys({{KEYS[1], 'repeat:' .. ARGV[1]}, {KEYS[2], 'job:' .. ARGV[3]},
+  {KEYS[3], 'pending'}, {KEYS[4], 'wake'}})
+if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[5], 'slot_ms', 0, MAX_MS}, {ARGV[6], 'wake_cap', 1, 10000}})
 if bad_arg then return bad_arg end
+local _, bad_payload = json_arg(ARGV[4], 'payload', true)
+if bad_payload then return bad_payload end
 if string.sub(ARGV[3], 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end

@@ -3,8 +3,8 @@
 -- KEYS[2] repeat_record emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
 -- KEYS[3] beat         emq:{q}:beat, marked when the next run is the registry's new head
 -- ARGV[1] name
--- ARGV[2] definition   canonical JSON of the whole definition, compared byte for byte
--- ARGV[3] timing       canonical JSON of every_ms, cron, tz, start_at_ms
+-- ARGV[2] definition   canonical JSON object text of the whole definition, compared byte for byte
+-- ARGV[3] timing       canonical JSON object text of every_ms, cron, tz, start_at_ms
 -- ARGV[4] every_ms     '' for a cron schedule
 -- ARGV[5] cron         '' for an every_ms schedule
 -- ARGV[6] tz           IANA zone name
@@ -16,13 +16,14 @@
 --   definition; nothing changes); 2 updated (definition replaced, version
 --   bumped; the next run moves to first_run_ms only when the timing changed);
 --   3 registered over an orphan (as register).
--- Errors: EMQARG a malformed argument (nothing changes).
+-- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
+--         EMQARG a malformed argument (nothing changes).
 -- @include args
 -- @include now
 -- @include signal
 -- @include next_run
 -- @include definition
-local bad_arg = check_definition(KEYS[1], KEYS[2], ARGV)
+local bad_arg = check_definition(KEYS, ARGV)
 if bad_arg then return bad_arg end
 local member = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local stored = redis.call('HGET', KEYS[2], 'definition')

@@ -2,11 +2,9 @@
 JSON values, names, ids, queue names, key text, scores.
 
 Every public surface checks its arguments with these before anything is
-written, so a bad value raises in the caller and the server never sees it:
-
-- a wrong type raises ``TypeError``, a value outside its rule ``ValueError``;
-- every message names the argument and the rule it broke
-  (``"lease_ms must be in 1..9007199254740992, got 0"``).
+written: a wrong type raises ``TypeError``, a value outside its rule
+``ValueError``, and the message names the argument and the rule it broke
+(``"lease_ms must be in 1..9007199254740992, got 0"``).
 
 The same rules are stated in docs/protocol.md ("Arguments"); the Lua scripts
 re-check what they are given (a client other than ours may call them). The
@@ -383,7 +381,8 @@ def check_payload_text(payload: object, max_bytes: int) -> str:
 
     Raises:
         TypeError: not a str.
-        ValueError: it holds a lone surrogate, or it is not valid JSON text.
+        ValueError: it holds a lone surrogate, is not valid JSON text, or is
+            nested deeper than Python's parser goes (about 1,000 levels).
         PayloadTooLargeError (a ValueError): over ``max_bytes``.
     """
     if not isinstance(payload, str):
@@ -395,4 +394,6 @@ def check_payload_text(payload: object, max_bytes: int) -> str:
         json.loads(payload, parse_constant=_no_constant)
     except ValueError as err:
         raise ValueError(f"payload must be valid JSON text: {err}") from None
+    except RecursionError:
+        raise ValueError("payload must be JSON text Python can parse: nested too deep") from None
     return payload

@@ -769,6 +769,12 @@ def test_payload_json_constants_are_refused(jobs, redis_client, queue, payload):
     assert list(redis_client.scan_iter(match=f"emq:{{{queue}}}:*")) == []
 
 
+def test_a_payload_nested_past_the_parser_is_a_clear_error(jobs, redis_client, queue):
+    with pytest.raises(ValueError, match="nested too deep"):
+        jobs.enqueue(queue, BrandedId.generate(), "[" * 100_000 + "]" * 100_000)
+    assert list(redis_client.scan_iter(match=f"emq:{{{queue}}}:*")) == []
+
+
 def test_payload_size_limit_on_the_protocol_surface(conn, redis_client, queue):
     from echomq_django import PayloadTooLargeError
 

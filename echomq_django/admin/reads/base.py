@@ -126,11 +126,21 @@ def read_head(ks: Keyspace, replies: list) -> QueueHead:
 
 
 class Paged:
-    """Pager arithmetic for a page of ``total`` items, ``per_page`` a page."""
+    """A page of one queue: its ``head`` (read with the page) and the pager
+    arithmetic for ``total`` items, ``per_page`` a page."""
 
+    head: QueueHead
     total: int
     page: int
     per_page: int
+
+    @property
+    def queue(self) -> str:
+        return self.head.queue
+
+    @property
+    def now_ms(self) -> int:
+        return self.head.now_ms
 
     @property
     def pages(self) -> int:

@@ -56,14 +56,6 @@ class LanesPage(Paged):
     waiting: int
     rows: list[LaneSummary] = field(default_factory=list)
 
-    @property
-    def queue(self) -> str:
-        return self.head.queue
-
-    @property
-    def now_ms(self) -> int:
-        return self.head.now_ms
-
 
 def lanes_page(conn, queue: str, page: int = 1, per_page: int = LANE_PAGE_SIZE) -> LanesPage:
     """One page of ``queue``'s lanes with work, busiest first (most jobs

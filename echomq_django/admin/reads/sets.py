@@ -89,14 +89,6 @@ class SetPage(Paged):
     lane: str | None = None
     lane_choices: list[tuple[str, int]] = field(default_factory=list)
 
-    @property
-    def queue(self) -> str:
-        return self.head.queue
-
-    @property
-    def now_ms(self) -> int:
-        return self.head.now_ms
-
 
 def set_page(conn, queue: str, set_name: str, page: int = 1,
              per_page: int = PAGE_SIZE, lane: str | None = None) -> SetPage:

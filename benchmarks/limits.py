@@ -30,16 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import BIN, Child, Server  # noqa: E402
-
-
-def most_in_window(starts: list[int], window_ms: int) -> int:
-    starts = sorted(starts)
-    most, lo = 0, 0
-    for hi, at in enumerate(starts):
-        while at - starts[lo] >= window_ms:
-            lo += 1
-        most = max(most, hi - lo + 1)
-    return most
+from example_project.notifications.measure import most_in_window  # noqa: E402
 
 
 def main() -> int:

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import re
+import socket
 import time
 
 import pytest
 import redis
 
 from echomq_django import Jobs
-from echomq_django.protocol.ids import BrandedId
 from echomq_django.protocol import keyspace
+from echomq_django.protocol.ids import BrandedId
 from echomq_django.protocol.keyspace import Keyspace
+from example_project.notifications.measure import most_in_window
 from tests.conftest import start_valkey_server, stop_valkey_server
 from tests.procs import runechomq, stop, wait_for
 from tests.testapp import jobs as testjobs
@@ -282,17 +283,6 @@ def test_a_queue_rate_is_a_token_bucket(conn, queue):
     assert len(got) == 1                        # one token every 200 ms
 
 
-def _start_windows(starts, window_ms):
-    """The most starts in any window of ``window_ms`` (server ms)."""
-    starts = sorted(starts)
-    most, lo = 0, 0
-    for hi, at in enumerate(starts):
-        while at - starts[lo] >= window_ms:
-            lo += 1
-        most = max(most, hi - lo + 1)
-    return most
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("skew", [False, True])
 def test_a_queue_rate_holds_across_processes_and_never_stalls(
@@ -333,7 +323,7 @@ def test_a_queue_rate_holds_across_processes_and_never_stalls(
               for line in redis_client.lrange(key, 0, -1)]
     first = min(starts)     # the runs were stopped after this one's span had passed
     in_span = [s for s in starts if s < first + span_ms]
-    assert _start_windows(starts, per_ms) <= 20, sorted(starts)
+    assert most_in_window(starts, per_ms) <= 20, sorted(starts)
     assert len(in_span) >= 38, (len(in_span), sorted(starts))
 
 

@@ -75,18 +75,7 @@ def state(client, ks, job_id, minute: int) -> tuple[dict, int]:
     the row, the four sets, the wake and beat lists, the token counter and
     the per-minute counters around ``minute``; and, apart, the row's PTTL
     (which counts down by itself)."""
-    pipe = client.pipeline(transaction=True)
-    pipe.hgetall(ks.job(job_id))
-    for key in (ks.pending, ks.schedule, ks.active, ks.dead):
-        pipe.zrange(key, 0, -1, withscores=True)
-    for key in (ks.wake, ks.beat):
-        pipe.lrange(key, 0, -1)
-    pipe.hgetall(ks.claims)
-    for kind in ("done", "failed"):
-        for m in (minute - 1, minute, minute + 1):
-            pipe.get(ks.stats(kind, m))
-    pipe.pttl(ks.job(job_id))
-    *values, pttl = pipe.execute()
+    values, (pttl,) = queue_state(client, ks, [job_id], minute)
     return {"values": values}, pttl
 
 

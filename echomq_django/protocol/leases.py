@@ -1,0 +1,201 @@
+"""Leases: a consumer's side of the protocol (claim, ack, retry, snooze, dead, extend, release).
+
+:class:`Leases` is mixed into :class:`~echomq_django.protocol.jobs.Jobs`;
+use it through ``Jobs(conn)``. Each method checks its arguments with
+:mod:`echomq_django.rules` first (nothing is written on bad input) and runs
+one atomic script of ``lua/jobs/`` on the server clock. A lease is fenced by
+its token (docs/protocol.md, "claim", "Fencing tokens", "ack").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import rules
+from ..rules import check_int, check_job_id, check_str, check_text
+from . import scripts
+from .defaults import DEFAULT_DEAD_MAX, DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS
+from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
+from .records import Claim
+from .tokens import new_token
+
+__all__ = ["Leases"]
+
+
+class Leases:
+    """The lease half of :class:`~echomq_django.protocol.jobs.Jobs` (needs ``self.conn``)."""
+
+    conn: Any
+
+    def claim(self, queue: str, consumer: str, lease_ms: int,
+              token: str | None = None) -> Claim | None:
+        """Lease the next ready job for ``lease_ms`` (server clock): one
+        :meth:`claim_many` of one. Returns a :class:`Claim` or None."""
+        claims, _ = self.claim_many(queue, consumer, lease_ms, 1, token=token)
+        return claims[0] if claims else None
+
+    def claim_many(self, queue: str, consumer: str, lease_ms: int, count: int,
+                   token: str | None = None) -> tuple[list[Claim], int | None]:
+        """Lease up to ``count`` (1..1000) ready jobs for ``lease_ms`` in one
+        script, lanes served round-robin within the queue's limits
+        (protocol.md, "claim", "Lanes", "Limits").
+
+        ``token`` is the batch's token (default: a fresh one from
+        :func:`~echomq_django.protocol.tokens.new_token`; never reuse one); the
+        i-th job is fenced by ``f"{token}.{i}"``. Repeating a claim with the
+        same token, e.g. after a lost reply, answers the same leases.
+
+        Returns ``(claims, wait_ms)``: the :class:`Claim` s (attempts + 1 each;
+        none when nothing is ready, the queue is paused or at a limit) and,
+        when claiming stopped for want of a rate-limit token, how long until
+        the next one comes due (ms on the server clock; else None).
+        """
+        ks = Keyspace(queue)
+        check_str("consumer", consumer)
+        check_int("lease_ms", lease_ms, 1)
+        check_int("count", count, 1, 1000)
+        token = new_token() if token is None else check_str("token", token)
+        reply = scripts.run(self.conn, "jobs/claim",
+                            [ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused],
+                            [ks.base, consumer, lease_ms, WAKE_CAP, token, count])
+        now, next_ms = int(reply[0]), int(reply[1])
+        claims = [Claim(queue, job_id, job_token, payload, int(attempts), int(deadline), now,
+                        int(snoozes), group or None)
+                  for job_id, job_token, payload, attempts, deadline, snoozes, group
+                  in reply[2:]]
+        return claims, (None if next_ms == -1 else max(0, next_ms - now))
+
+    def ack(self, queue: str, job_id: str, token: str, result: Any = None,
+            keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Complete the job held by ``token``; keep the row ``keep_ms``, then expire it.
+
+        ``result`` must be JSON-serialisable (stored as JSON text). Returns
+        ``"done"``, or ``"cancelled"`` when a cancel was requested while it ran
+        (protocol.md, "ack"). Repeating an ack whose reply was lost answers
+        the recorded outcome. Raises StaleTokenError when ``token`` no longer
+        holds the lease (nothing changes); TypeError for a non-JSON result
+        (PayloadError for one nested deeper than 100 levels or containing itself);
+        ValueError for a str in it with a lone surrogate (naming where).
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        text = "" if result is None else rules.json_text("result", result)
+        check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(self.conn, "jobs/ack", [ks.job(job_id), ks.active, ks.claims],
+                               [job_id, check_str("token", token), text, keep_ms, ks.base,
+                                STATS_TTL_MS])
+        return state
+
+    def retry(self, queue: str, job_id: str, token: str, delay_ms: int, error: str = "",
+              keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Re-park the job held by ``token`` on ``schedule`` at server now + ``delay_ms``.
+
+        Returns ``"scheduled"``, or ``"cancelled"`` when a cancel was requested
+        while it ran (kept ``keep_ms``). Raises StaleTokenError when ``token``
+        no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        check_int("delay_ms", delay_ms, 0)
+        check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(
+            self.conn, "jobs/retry", [ks.job(job_id), ks.active, ks.claims, ks.schedule, ks.beat],
+            [job_id, check_str("token", token), delay_ms, check_text("error", str(error)), ks.base,
+             STATS_TTL_MS, keep_ms])
+        return state
+
+    def snooze(self, queue: str, job_id: str, token: str, delay_ms: int,
+               keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Put the job held by ``token`` back on ``schedule`` at server now +
+        ``delay_ms`` without spending an attempt (seed 002's ``Jobs.delay``):
+        ``attempts`` goes back down, ``snoozes`` up.
+
+        Returns ``"scheduled"`` or ``"cancelled"``. Raises StaleTokenError when
+        ``token`` no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        check_int("delay_ms", delay_ms, 0)
+        check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(self.conn, "jobs/snooze",
+                               [ks.job(job_id), ks.active, ks.claims, ks.schedule, ks.beat],
+                               [job_id, check_str("token", token), delay_ms, keep_ms])
+        return state
+
+    #: The seed's name for snooze.
+    delay = snooze
+
+    def progress(self, queue: str, job_id: str, token: str, percent: int,
+                 message: str = "") -> bool:
+        """Store a running job's progress (``percent`` 0..100, optional message).
+
+        Returns True when a cancel has been requested for the job. Raises
+        StaleTokenError when ``token`` no longer holds the lease; ValueError
+        for a percent outside 0..100.
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        check_int("percent", percent, 0, 100)
+        check_text("message", message)
+        return scripts.run(self.conn, "jobs/progress", [ks.job(job_id)],
+                           [job_id, check_str("token", token), percent, message]) == 1
+
+    def cancel_requested(self, queue: str, job_id: str) -> bool:
+        """True when a cancel was requested for the (running) job."""
+        return scripts.decode(self.conn.hget(Keyspace(queue).job(check_job_id(job_id)),
+                                             "cancel_requested")) == "1"
+
+    def dead(self, queue: str, job_id: str, token: str, reason: str, error: str = "",
+             dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS, dead_max: int = DEFAULT_DEAD_MAX,
+             keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """End the job held by ``token`` in the dead-letter set with ``reason``.
+
+        Dead letters are kept ``dead_ttl_ms`` and at most ``dead_max`` of them
+        (the oldest go first). Returns ``"dead"``, or ``"cancelled"`` when a
+        cancel was requested while it ran. Raises StaleTokenError when
+        ``token`` no longer holds the lease.
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        check_int("dead_ttl_ms", dead_ttl_ms, 1)
+        check_int("dead_max", dead_max, 1)
+        check_int("keep_ms", keep_ms, 1)
+        _, state = scripts.run(
+            self.conn, "jobs/dead", [ks.job(job_id), ks.active, ks.claims, ks.dead],
+            [job_id, check_str("token", token), check_str("reason", reason),
+             check_text("error", str(error)), ks.base, dead_ttl_ms, dead_max, STATS_TTL_MS,
+             keep_ms])
+        return state
+
+    def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
+        """Push the lease held by ``token`` to server now + ``lease_ms``.
+
+        Returns the new deadline (server ms). Raises StaleTokenError when
+        ``token`` no longer holds the lease (nothing changes).
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        check_int("lease_ms", lease_ms, 1)
+        return scripts.run(self.conn, "jobs/extend", [ks.job(job_id), ks.active, ks.beat],
+                           [job_id, check_str("token", token), lease_ms])
+
+    def extend_lock(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
+        """The source documents' name for the lease checkpoint: :meth:`extend`."""
+        return self.extend(queue, job_id, token, lease_ms)
+
+    def release(self, queue: str, job_id: str, token: str,
+                keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Hand the job held by ``token`` back to ``pending``, giving back its attempt.
+
+        Used by a worker that shuts down before the handler finished. Returns
+        ``"pending"``, or ``"cancelled"`` when a cancel was requested (the job
+        ends cancelled, kept ``keep_ms``, instead of running again). Raises
+        StaleTokenError when ``token`` no longer holds the lease.
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        check_int("keep_ms", keep_ms, 1)
+        code = scripts.run(self.conn, "jobs/release",
+                           [ks.job(job_id), ks.active, ks.claims, ks.pending, ks.wake],
+                           [job_id, check_str("token", token), WAKE_CAP, keep_ms])
+        return "cancelled" if int(code) == 2 else "pending"

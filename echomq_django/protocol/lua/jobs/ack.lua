@@ -17,13 +17,8 @@
 --         EMQARG a malformed argument, a result that is not JSON included
 --         (nothing changes).
 -- @include args
--- @include now
--- @include fence
--- @include lease
 -- @include base
--- @include stats
--- @include cancelled
--- @include settle
+-- @include outcomes
 local _, bad_id = text_arg(ARGV[1], 'job_id')
 if bad_id then return bad_id end
 local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
@@ -35,13 +30,7 @@ if ARGV[3] ~= '' then
   local _, bad_result = json_arg(ARGV[3], 'result')
   if bad_result then return bad_result end
 end
-local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[1],
-  'ack')
+local err, at, state = finish_ack({active = KEYS[2], claims = KEYS[3]}, ARGV[5], ARGV[1],
+  ARGV[2], ARGV[3], {keep_ms = n[1], stats_ttl_ms = n[2]})
 if err then return err end
-if replay then return {now, replay} end
-if cancelled then return {now, 'cancelled'} end
-redis.call('HSET', KEYS[1], 'state', 'done', 'finished_at_ms', now, 'result', ARGV[3])
-settled(KEYS[1], ARGV[2], 'ack', 'done')
-redis.call('PEXPIRE', KEYS[1], n[1])
-count(ARGV[5], 'done', now, n[2])
-return {now, 'done'}
+return {at, state}

@@ -21,14 +21,8 @@
 --         EMQARG a malformed argument (nothing changes).
 -- Retention is bounded per call (includes/retention.lua, shared with reap).
 -- @include args
--- @include now
--- @include fence
--- @include lease
 -- @include base
--- @include stats
--- @include cancelled
--- @include settle
--- @include retention
+-- @include outcomes
 local _, bad_id = text_arg(ARGV[1], 'job_id')
 if bad_id then return bad_id end
 local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
@@ -39,12 +33,8 @@ if bad_reason then return bad_reason end
 local n, bad_arg = ints({{ARGV[6], 'dead_ttl_ms', 1, MAX_MS}, {ARGV[7], 'dead_max', 1, MAX_MS},
   {ARGV[8], 'stats_ttl_ms', 1, MAX_MS}, {ARGV[9], 'keep_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end
-local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[4],
-  'dead')
+local err, at, state = finish_dead({active = KEYS[2], claims = KEYS[3], dead = KEYS[4]},
+  ARGV[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
+  {keep_ms = n[4], dead_ttl_ms = n[1], dead_max = n[2], stats_ttl_ms = n[3]})
 if err then return err end
-if replay then return {now, replay} end
-if cancelled then return {now, 'cancelled'} end
-bury(ARGV[5], KEYS[4], ARGV[1], now, ARGV[3], ARGV[4],
-  {ttl_ms = n[1], max = n[2], stats_ttl_ms = n[3]})
-settled(KEYS[1], ARGV[2], 'dead', 'dead')
-return {now, 'dead'}
+return {at, state}

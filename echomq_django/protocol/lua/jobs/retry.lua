@@ -19,14 +19,8 @@
 --         EMQSTALE the token does not hold the lease (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
--- @include now
--- @include signal
--- @include fence
--- @include lease
 -- @include base
--- @include stats
--- @include cancelled
--- @include settle
+-- @include outcomes
 local _, bad_id = text_arg(ARGV[1], 'job_id')
 if bad_id then return bad_id end
 local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'active'},
@@ -35,14 +29,8 @@ if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[3], 'delay_ms', 0, MAX_MS}, {ARGV[6], 'stats_ttl_ms', 1, MAX_MS},
   {ARGV[7], 'keep_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end
-local err, now, cancelled, replay = settle(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], n[3],
-  'retry')
+local err, at, state = finish_retry({active = KEYS[2], claims = KEYS[3], schedule = KEYS[4],
+  beat = KEYS[5]}, ARGV[5], ARGV[1], ARGV[2], n[1], ARGV[4],
+  {keep_ms = n[3], stats_ttl_ms = n[2]})
 if err then return err end
-if replay then return {now, replay} end
-if cancelled then return {now, 'cancelled'} end
-local score = now + n[1]
-redis.call('HSET', KEYS[1], 'last_error', ARGV[4], 'failed_at_ms', now)
-park(KEYS[1], KEYS[4], KEYS[5], ARGV[1], score)
-settled(KEYS[1], ARGV[2], 'retry', 'scheduled')
-count(ARGV[5], 'failed', now, n[2])
-return {score, 'scheduled'}
+return {at, state}

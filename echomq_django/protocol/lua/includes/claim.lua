@@ -1,0 +1,151 @@
+-- claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, now, out):
+-- the one way a consumer leases jobs (jobs/claim, and jobs/finish after it
+-- records outcomes): up to `want` ready jobs, lanes served round-robin within
+-- the queue's limits, fenced by batch .. '.' .. i (docs/protocol.md, "claim",
+-- "Lanes", "Limits", "Fencing tokens"). k holds the checked keys: k.active,
+-- k.claims, k.wake, k.beat, k.paused (every other key is derived from base).
+-- Appends each job to out as {job_id, token, payload, attempts,
+-- lease_deadline_ms, snoozes, group} and sets out[2] to the first instant a
+-- token comes due when claiming stopped for want of one (else leaves it).
+-- A repeat with a batch token whose leases are still held appends those
+-- leases again (a claim is idempotent). Needs: signal, base, lanes, bucket.
+-- @include signal
+-- @include base
+-- @include lanes
+-- @include bucket
+local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, now, out)
+  local first = #out
+
+  -- A repeat of a claim whose reply was lost: answer the leases it holds.
+  for i = 1, want do
+    local token = batch .. '.' .. i
+    local held = redis.call('HGET', k.claims, token)
+    if not held then
+      break
+    end
+    local found = redis.call('HMGET', base .. 'job:' .. held, 'state', 'token', 'payload',
+      'attempts', 'lease_until_ms', 'snoozes', 'group')
+    if found[1] == 'active' and found[2] == token then
+      out[#out + 1] = {held, token, found[3], tonumber(found[4]), tonumber(found[5]),
+        tonumber(found[6] or '0'), found[7] or ''}
+    end
+  end
+  if #out > first then
+    return
+  end
+  if redis.call('EXISTS', k.paused) == 1 then
+    return
+  end
+
+  local limits = redis.call('HMGET', base .. 'limits', 'concurrency', 'lane_concurrency',
+    'rate_count', 'rate_per_ms', 'lane_rate_count', 'lane_rate_per_ms')
+  local cap, lane_cap = tonumber(limits[1]), tonumber(limits[2])
+  local rate, rate_per = tonumber(limits[3]), tonumber(limits[4])
+  local lane_rate, lane_rate_per = tonumber(limits[5]), tonumber(limits[6])
+  local buckets = base .. 'buckets'
+
+  -- Rate-limited lanes whose token is due rejoin the ring (a bounded number).
+  for _, lane in ipairs(redis.call('ZRANGEBYSCORE', base .. 'waiting', '-inf', now,
+      'LIMIT', 0, 100)) do
+    redis.call('ZREM', base .. 'waiting', lane)
+    redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
+  end
+
+  local head_deadline = redis.call('ZRANGE', k.active, 0, 0, 'WITHSCORES')[2]
+  local deadline = now + lease_ms
+  local claimed = 0
+  -- Each turn of the loop claims a job or takes a lane out of the ring (at its
+  -- cap, out of tokens, or emptied by stale members), so the loop is bounded.
+  for _ = 1, want + 100 do
+    if claimed >= want then
+      break
+    end
+    if cap and redis.call('ZCARD', k.active) >= cap then
+      break  -- the queue runs its most; a finishing job wakes a consumer
+    end
+    local queue_tokens
+    if rate then
+      queue_tokens = bucket_level(buckets, 'queue', rate, rate_per, now)
+      if queue_tokens < 1 then
+        out[2] = bucket_due(queue_tokens, rate, rate_per, now)
+        break
+      end
+    end
+    local ring = redis.call('ZRANGE', base .. 'ring', 0, 0)
+    if #ring == 0 then
+      break
+    end
+    local lane = ring[1]
+    local grouped = lane ~= UNGROUPED
+    local at_cap = grouped and lane_cap ~= nil
+      and tonumber(redis.call('HGET', base .. 'lane_active', lane) or '0') >= lane_cap
+    local lane_tokens
+    if grouped and lane_rate and not at_cap then
+      lane_tokens = bucket_level(buckets, 'g:' .. lane, lane_rate, lane_rate_per, now)
+    end
+    if at_cap then
+      redis.call('ZREM', base .. 'ring', lane)
+      redis.call('SADD', base .. 'capped', lane)
+    elseif lane_tokens and lane_tokens < 1 then
+      local due = bucket_due(lane_tokens, lane_rate, lane_rate_per, now)
+      redis.call('ZREM', base .. 'ring', lane)
+      redis.call('ZADD', base .. 'waiting', due, lane)
+      if out[2] == -1 or due < out[2] then
+        out[2] = due
+      end
+    else
+      local popped = redis.call('ZPOPMIN', lane_pending(base, lane))
+      local id = popped[1]
+      local more = false
+      if id then
+        more = lane_left(base, lane)
+      else
+        lane_left(base, lane)  -- a lane counted without work: repaired
+      end
+      if more then
+        redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
+      end
+      local row = id and base .. 'job:' .. id
+      -- A member whose row is gone or not pending (an expired id enqueued
+      -- again) is dropped, and takes no token.
+      if row and redis.call('HGET', row, 'state') == 'pending' then
+        if rate then
+          bucket_take(buckets, 'queue', queue_tokens, now)
+        end
+        if grouped and lane_rate then
+          bucket_take(buckets, 'g:' .. lane, lane_tokens, now)
+        end
+        claimed = claimed + 1
+        local token = batch .. '.' .. claimed
+        local attempts = redis.call('HINCRBY', row, 'attempts', 1)
+        redis.call('HSET', row, 'state', 'active', 'token', token, 'consumer', consumer,
+          'lease_until_ms', deadline, 'started_at_ms', now)
+        redis.call('HSET', k.claims, token, id)
+        redis.call('ZADD', k.active, deadline, id)
+        if grouped then
+          redis.call('HINCRBY', base .. 'lane_active', lane, 1)
+        end
+        local found = redis.call('HMGET', row, 'payload', 'snoozes')
+        out[#out + 1] = {id, token, found[1], attempts, deadline, tonumber(found[2] or '0'),
+          grouped and lane or ''}
+      end
+    end
+  end
+  -- Short of jobs while lanes wait for tokens: say when the first one is due,
+  -- so the caller sleeps until then instead of polling.
+  if claimed < want and out[2] == -1 then
+    local soonest = redis.call('ZRANGE', base .. 'waiting', 0, 0, 'WITHSCORES')
+    if soonest[2] then
+      out[2] = tonumber(soonest[2])
+    end
+  end
+  if claimed > 0 then
+    if head_deadline == nil or deadline < tonumber(head_deadline) then
+      signal(k.beat, 1, 1)
+    end
+    -- Chain the wake-up: while ready work remains, wake one more idle consumer.
+    if redis.call('ZCARD', base .. 'ring') > 0 then
+      signal(k.wake, 1, wake_cap)
+    end
+  end
+end

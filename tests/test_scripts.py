@@ -13,6 +13,7 @@ from echomq_django.protocol.ids import BrandedId
 from echomq_django import Jobs
 from echomq_django.protocol.keyspace import WAKE_CAP
 from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.protocol.records import Finish
 from echomq_django.rules import MIN_RUN_AT_MS
 from tests.state import queue_pattern, snapshot
 
@@ -86,7 +87,8 @@ def test_every_script_checks_its_declared_keys_and_any_base_root(name):
             or "check_definition(KEYS, ARGV)" in raw), name
     if "base" in src.argv:
         index = src.argv.index("base") + 1
-        assert re.search(rf"check_keys\(\{{.*?\}}, ARGV\[{index}\]\)", raw, re.S), name
+        # A literal spec, or one built up in a table first (finish's rows).
+        assert re.search(rf"check_keys\((\{{.*?\}}|spec), ARGV\[{index}\]\)", raw, re.S), name
     elif ".. 'job:' .." in raw or "base .. " in raw:
         assert "queue_root(KEYS[" in raw, name
 
@@ -167,6 +169,9 @@ def test_jobs_methods_pass_exactly_the_header_keys_in_order(conn, queue, monkeyp
     fourth = jobs.claim(queue, "w1", 60_000)
     jobs.extend(queue, fourth.job_id, fourth.token, 90_000)
     jobs.release(queue, fourth.job_id, fourth.token)
+    fifth = jobs.claim(queue, "w1", 60_000)
+    jobs.finish_many(queue, [Finish("ack", fifth.job_id, fifth.token)], consumer="w1",
+                     lease_ms=60_000, count=1)
     jobs.reap(queue)
     jobs.horizon(queue)
 
@@ -174,14 +179,18 @@ def test_jobs_methods_pass_exactly_the_header_keys_in_order(conn, queue, monkeyp
     # the same way against Repeat in tests/test_repeat.py.
     jobs_scripts = {"jobs/enqueue", "jobs/schedule", "queues/promote", "jobs/claim", "jobs/ack",
                     "jobs/retry", "jobs/dead", "queues/reap", "jobs/release", "jobs/extend",
-                    "queues/horizon"}
+                    "jobs/finish", "queues/horizon"}
     assert jobs_scripts <= set(SCRIPTS)
     assert {name for name, _, _ in calls} == jobs_scripts
     for name, keys, args in calls:
         src = scripts.source(name)
         job_id = args[src.argv.index("job_id")] if "job_id" in src.argv else None
+        if src.argv_variadic:   # one lease or outcome: its id leads (finish's follows its op)
+            tail = args[len(src.argv) - 1:]
+            job_id = tail[1] if name == "jobs/finish" else tail[0]
         assert keys == keys_for(name, ks, job_id), name
-        assert len(args) == len(src.argv), name
+        assert len(args) == len(src.argv) or (src.argv_variadic and len(args) >= len(src.argv)), \
+            name
         if "base" in src.argv:
             assert args[src.argv.index("base")] == ks.base, name
         if "wake_cap" in src.argv:
@@ -308,9 +317,15 @@ def _base_cases(jobs: Jobs, queue: str):
     retrying = BrandedId.generate()
     jobs.enqueue(queue, retrying, "{}")
     to_retry = jobs.claim(queue, "w", 60_000)           # retry would re-park it
+    finishing = BrandedId.generate()
+    jobs.enqueue(queue, finishing, "{}")
+    to_finish = jobs.claim(queue, "w", 60_000)          # finish would ack it
     spare = BrandedId.generate()
     jobs.enqueue(queue, spare, "{}")                    # claim would pop it
     return {
+        "jobs/finish": (keys_for("jobs/finish", ks, to_finish.job_id),
+                        lambda base: [base, "w", 60_000, WAKE_CAP, "tb", 1, 60_000, 60_000, 10,
+                                      60_000, "ack", to_finish.job_id, to_finish.token, "", ""]),
         "jobs/ack": (keys_for("jobs/ack", ks, to_ack.job_id),
                 lambda base: [to_ack.job_id, to_ack.token, "", 60_000, base, 60_000]),
         "jobs/retry": (keys_for("jobs/retry", ks, to_retry.job_id),
@@ -324,18 +339,19 @@ def _base_cases(jobs: Jobs, queue: str):
         "jobs/dead": (keys_for("jobs/dead", ks, dying.job_id),
                  lambda base: [dying.job_id, dying.token, "failed", "err", base, 60_000, 1,
                                60_000, 60_000]),
-    }, [scheduled, held, waiting, acking, retrying, spare]
+    }, [scheduled, held, waiting, acking, retrying, finishing, spare]
 
 
 def test_the_scripts_taking_a_base_are_the_ones_tested_here():
     # The admin's scripts (admin/*.lua) test their base roots in tests/test_admin.py.
     assert [n for n in SCRIPTS
             if "base" in scripts.source(n).argv and not n.startswith("admin/")] == [
-        "jobs/ack", "jobs/claim", "jobs/dead", "jobs/retry", "queues/promote", "queues/reap"]
+        "jobs/ack", "jobs/claim", "jobs/dead", "jobs/finish", "jobs/retry", "queues/promote",
+        "queues/reap"]
 
 
-@pytest.mark.parametrize("name", ["jobs/ack", "jobs/claim", "jobs/dead", "queues/promote",
-                                  "queues/reap", "jobs/retry"])
+@pytest.mark.parametrize("name", ["jobs/ack", "jobs/claim", "jobs/dead", "jobs/finish",
+                                  "queues/promote", "queues/reap", "jobs/retry"])
 def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
     conn, redis_client, queue, name
 ):
@@ -369,13 +385,16 @@ def _writing_calls(conn, redis_client, queue):
     jobs = Jobs(conn)
     ks = Keyspace(queue)
     base = ks.base
-    ids = [BrandedId.generate() for _ in range(12)]
+    ids = [BrandedId.generate() for _ in range(14)]
     for job_id in ids[:10]:
         jobs.enqueue(queue, job_id, "{}")
     held = [jobs.claim(queue, "w", 60_000) for _ in range(8)]
     expiring = jobs.claim(queue, "w", 1)
     fresh = ids[10]
     jobs.enqueue_in(queue, ids[11], "{}", 0)
+    jobs.enqueue(queue, ids[12], "{}")
+    fin = jobs.claim(queue, "w", 60_000, token="tok-held")  # finish retries it
+    jobs.enqueue(queue, ids[13], "{}")                      # ... and claims one
     dying = held[7]
     jobs.dead(queue, dying.job_id, dying.token, "failed")
     paused = Keyspace(queue + "-p").paused    # resume's queue; claim's is not paused
@@ -394,10 +413,14 @@ def _writing_calls(conn, redis_client, queue):
                         [s.job_id, s.token, 10, 60_000]),
         "jobs/dead": ([ks.job(d.job_id), ks.active, ks.claims, ks.dead],
                       [d.job_id, d.token, "failed", "e", base, 60_000, 10, 60_000, 60_000]),
-        "jobs/extend": ([ks.job(x.job_id), ks.active, ks.beat], [x.job_id, x.token, 60_000]),
+        "jobs/extend": ([ks.active, ks.beat, ks.job(x.job_id)], [x.job_id, x.token, 60_000]),
+        "jobs/finish": ([ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused,
+                         ks.schedule, ks.dead, ks.job(fin.job_id)],
+                        [base, "w", 60_000, WAKE_CAP, "tok-fin", 1, 60_000, 60_000, 10, 60_000,
+                         "retry", fin.job_id, fin.token, 10, "e"]),
         "jobs/progress": ([ks.job(p.job_id)], [p.job_id, p.token, 50, "m"]),
-        "jobs/release": ([ks.job(rel.job_id), ks.active, ks.claims, ks.pending, ks.wake],
-                         [rel.job_id, rel.token, WAKE_CAP, 60_000]),
+        "jobs/release": ([ks.active, ks.claims, ks.pending, ks.wake, ks.job(rel.job_id)],
+                         [WAKE_CAP, 60_000, rel.job_id, rel.token]),
         "jobs/cancel": ([ks.job(ids[9]), ks.pending, ks.schedule], [ids[9], 60_000]),
         "jobs/claim": ([ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused],
                        [base, "w", 60_000, WAKE_CAP, "tok-claim", 2]),
@@ -424,18 +447,26 @@ GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan",
 
 def test_every_numeric_argument_is_covered_here():
     covered = {"jobs/claim", "jobs/enqueue", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze",
-               "jobs/dead", "jobs/extend", "jobs/progress", "jobs/release", "jobs/cancel",
+               "jobs/dead", "jobs/extend", "jobs/finish", "jobs/progress", "jobs/release", "jobs/cancel",
                "queues/promote", "queues/reap", "queues/resume", "admin/run_now",
                "admin/retry_dead", "admin/retry_all_dead", "admin/purge_dead"}
     # The registry's and presence's are covered below, limits/take in tests/test_limits.py.
     takes_numbers = {n for n in SCRIPTS if not n.startswith(("repeat/", "presence/", "limits/"))
                      and NUMERIC_ARGV & set(scripts.source(n).argv)}
     assert takes_numbers <= covered, takes_numbers - covered
+    # A variadic tail carries numbers under no label of its own: NUMERIC_TAIL names them.
+    assert {n for n in SCRIPTS if scripts.source(n).argv_variadic} == set(NUMERIC_TAIL)
+
+
+#: Numeric entries inside a variadic ARGV tail, by index in _writing_calls'
+#: args: extend's lease_ms, finish's first outcome's delay_ms (a retry).
+NUMERIC_TAIL = {"jobs/extend": {2: "lease_ms"}, "jobs/finish": {13: "delay_ms"},
+                "jobs/release": {}}
 
 
 @pytest.mark.parametrize("name", sorted([
     "jobs/claim", "jobs/enqueue", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
-    "jobs/extend", "jobs/progress", "jobs/release", "jobs/cancel", "queues/promote",
+    "jobs/extend", "jobs/finish", "jobs/progress", "jobs/release", "jobs/cancel", "queues/promote",
     "queues/reap", "queues/resume", "admin/run_now", "admin/retry_dead",
     "admin/retry_all_dead", "admin/purge_dead"]))
 def test_garbage_in_a_numeric_argument_is_refused_before_any_write(
@@ -443,7 +474,9 @@ def test_garbage_in_a_numeric_argument_is_refused_before_any_write(
     calls, _ = _writing_calls(conn, redis_client, queue)
     keys, args = calls[name]
     src = scripts.source(name)
-    numeric = [i for i, label in enumerate(src.argv) if label in NUMERIC_ARGV]
+    labels = {i: label for i, label in enumerate(src.argv) if label in NUMERIC_ARGV}
+    labels.update(NUMERIC_TAIL.get(name, {}))
+    numeric = sorted(labels)
     assert numeric, name
     def state():  # resume's queue is queue-p
         return {**snapshot(redis_client, queue_pattern(queue)),
@@ -452,13 +485,13 @@ def test_garbage_in_a_numeric_argument_is_refused_before_any_write(
     before = state()
     for i in numeric:
         for bad in GARBAGE:
-            if src.argv[i] == "cutoff_ms" and bad == "":
+            if labels[i] == "cutoff_ms" and bad == "":
                 continue  # '' means the server's now there
             broken = list(args)
             broken[i] = bad
             with pytest.raises(ValueError, match="EMQARG|must be an integer") as info:
                 scripts.run(conn, name, keys, broken)
-            assert src.argv[i] in str(info.value), (name, bad, info.value)
+            assert labels[i] in str(info.value), (name, bad, info.value)
             assert state() == before, (name, i, bad)
     # The call as built does write, so the refusals above were about the garbage.
     scripts.run(conn, name, keys, args)

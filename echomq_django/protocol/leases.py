@@ -9,14 +9,16 @@ its token (docs/protocol.md, "claim", "Fencing tokens", "ack").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .. import rules
+from ..exceptions import StaleTokenError
 from ..rules import check_int, check_job_id, check_str, check_text
 from . import scripts
 from .defaults import DEFAULT_DEAD_MAX, DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS
 from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
-from .records import Claim
+from .records import Claim, Finish, Renewal
 from .tokens import new_token
 
 __all__ = ["Leases"]
@@ -59,11 +61,7 @@ class Leases:
                             [ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused],
                             [ks.base, consumer, lease_ms, WAKE_CAP, token, count])
         now, next_ms = int(reply[0]), int(reply[1])
-        claims = [Claim(queue, job_id, job_token, payload, int(attempts), int(deadline), now,
-                        int(snoozes), group or None)
-                  for job_id, job_token, payload, attempts, deadline, snoozes, group
-                  in reply[2:]]
-        return claims, (None if next_ms == -1 else max(0, next_ms - now))
+        return _claims(queue, now, reply[2:]), (None if next_ms == -1 else max(0, next_ms - now))
 
     def ack(self, queue: str, job_id: str, token: str, result: Any = None,
             keep_ms: int = DEFAULT_KEEP_MS) -> str:
@@ -168,34 +166,158 @@ class Leases:
         return state
 
     def extend(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
-        """Push the lease held by ``token`` to server now + ``lease_ms``.
+        """Push the lease held by ``token`` to server now + ``lease_ms``: one
+        :meth:`extend_many` of one.
 
         Returns the new deadline (server ms). Raises StaleTokenError when
         ``token`` no longer holds the lease (nothing changes).
         """
-        ks = Keyspace(queue)
-        check_job_id(job_id)
-        check_int("lease_ms", lease_ms, 1)
-        return scripts.run(self.conn, "jobs/extend", [ks.job(job_id), ks.active, ks.beat],
-                           [job_id, check_str("token", token), lease_ms])
+        (renewal,) = self.extend_many(queue, [(job_id, token, lease_ms)])
+        if renewal.deadline_ms is None:
+            raise StaleTokenError(renewal.stale)
+        return renewal.deadline_ms
 
     def extend_lock(self, queue: str, job_id: str, token: str, lease_ms: int) -> int:
         """The source documents' name for the lease checkpoint: :meth:`extend`."""
         return self.extend(queue, job_id, token, lease_ms)
 
-    def release(self, queue: str, job_id: str, token: str,
-                keep_ms: int = DEFAULT_KEEP_MS) -> str:
-        """Hand the job held by ``token`` back to ``pending``, giving back its attempt.
+    def extend_many(self, queue: str, leases: Sequence[tuple[str, str, int]]) -> list[Renewal]:
+        """Renew every lease in ``leases`` (``(job_id, token, lease_ms)`` each,
+        at most 1000) to server now + its ``lease_ms``, and read each job's
+        cancel flag, in one script (docs/protocol.md, "extend"). A consumer's
+        heartbeat calls it once per queue.
 
-        Used by a worker that shuts down before the handler finished. Returns
-        ``"pending"``, or ``"cancelled"`` when a cancel was requested (the job
-        ends cancelled, kept ``keep_ms``, instead of running again). Raises
-        StaleTokenError when ``token`` no longer holds the lease.
+        Returns one :class:`Renewal` per lease, in order: the new deadline
+        (server ms) and whether a cancel was requested, or ``deadline_ms``
+        None and the reason in ``stale`` when the token no longer holds that
+        lease (that one changes nothing). Raises ValueError or TypeError for a
+        bad id, token or lease_ms (naming it; nothing written).
         """
         ks = Keyspace(queue)
-        check_job_id(job_id)
+        check_int("leases", len(leases), 0, 1000)
+        keys, args = [ks.active, ks.beat], []
+        for job_id, token, lease_ms in leases:
+            keys.append(ks.job(check_job_id(job_id)))
+            args += [job_id, check_str("token", token), check_int("lease_ms", lease_ms, 1)]
+        if not leases:
+            return []
+        return [Renewal(int(entry[0]), entry[1] == 1, "") if int(entry[0]) >= 0
+                else Renewal(None, False, entry[2])
+                for entry in scripts.run(self.conn, "jobs/extend", keys, args)]
+
+    def release(self, queue: str, job_id: str, token: str,
+                keep_ms: int = DEFAULT_KEEP_MS) -> str:
+        """Hand the job held by ``token`` back to ``pending``, giving back its
+        attempt: one :meth:`release_many` of one.
+
+        Returns ``"pending"``, or ``"cancelled"`` when a cancel was requested
+        (the job ends cancelled, kept ``keep_ms``, instead of running again).
+        Raises StaleTokenError when ``token`` no longer holds the lease.
+        """
+        (state,) = self.release_many(queue, [(job_id, token)], keep_ms=keep_ms)
+        if isinstance(state, StaleTokenError):
+            raise state
+        return state
+
+    def release_many(self, queue: str, leases: Sequence[tuple[str, str]],
+                     keep_ms: int = DEFAULT_KEEP_MS) -> list[str | StaleTokenError]:
+        """Hand every job of ``leases`` (``(job_id, token)`` each, at most
+        1000) back to its lane in one script, giving back the attempt each was
+        on: a consumer shutting down before its handlers finished
+        (docs/protocol.md, "release").
+
+        Returns one entry per lease, in order: ``"pending"``, ``"cancelled"``
+        (a cancel was requested: it ends cancelled, kept ``keep_ms``), or a
+        StaleTokenError (not raised) when the token no longer holds that
+        lease. Raises ValueError or TypeError for a bad id or token.
+        """
+        ks = Keyspace(queue)
+        check_int("leases", len(leases), 0, 1000)
         check_int("keep_ms", keep_ms, 1)
-        code = scripts.run(self.conn, "jobs/release",
-                           [ks.job(job_id), ks.active, ks.claims, ks.pending, ks.wake],
-                           [job_id, check_str("token", token), WAKE_CAP, keep_ms])
-        return "cancelled" if int(code) == 2 else "pending"
+        keys, args = [ks.active, ks.claims, ks.pending, ks.wake], [WAKE_CAP, keep_ms]
+        for job_id, token in leases:
+            keys.append(ks.job(check_job_id(job_id)))
+            args += [job_id, check_str("token", token)]
+        if not leases:
+            return []
+        return [{1: "pending", 2: "cancelled"}.get(int(entry[0])) or StaleTokenError(entry[1])
+                for entry in scripts.run(self.conn, "jobs/release", keys, args)]
+
+    def finish_many(self, queue: str, outcomes: Sequence[Finish], *, consumer: str = "",
+                    lease_ms: int = 1, count: int = 0, token: str | None = None,
+                    keep_ms: int = DEFAULT_KEEP_MS, dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS,
+                    dead_max: int = DEFAULT_DEAD_MAX
+                    ) -> tuple[list[str], list[Claim], int | None]:
+        """Record ``outcomes`` (:class:`Finish` each, at most 1000) of leases of
+        ``queue`` and then claim up to ``count`` (0..1000) jobs for
+        ``consumer`` for ``lease_ms``, in one script (docs/protocol.md,
+        "finish"). Each outcome follows its single call's rule (:meth:`ack`,
+        :meth:`retry`, :meth:`snooze`, :meth:`dead`); the claim follows
+        :meth:`claim_many`'s, after the outcomes freed their capacity, with
+        ``token`` as its batch token (a fresh one by default). Repeating the
+        call after a lost reply answers the same.
+
+        Returns ``(states, claims, wait_ms)``: per outcome, in order, the
+        state its single call returns (``"done"``, ``"scheduled"``,
+        ``"dead"``, ``"cancelled"``) or ``"stale"`` when its token no longer
+        holds the lease (that outcome changes nothing); the claims and
+        wait_ms as :meth:`claim_many`. Raises ValueError or TypeError naming
+        the outcome's index and argument when one is malformed (a result that
+        is not JSON, a bad delay, an empty reason; nothing is written).
+        """
+        ks = Keyspace(queue)
+        check_int("outcomes", len(outcomes), 0, 1000)
+        check_int("count", count, 0, 1000)
+        check_int("lease_ms", lease_ms, 1)
+        check_int("keep_ms", keep_ms, 1)
+        check_int("dead_ttl_ms", dead_ttl_ms, 1)
+        check_int("dead_max", dead_max, 1)
+        if count:
+            check_str("consumer", consumer)
+        token = (new_token() if token is None else check_str("token", token)) if count else ""
+        keys = [ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused, ks.schedule,
+                ks.dead]
+        args: list[Any] = [ks.base, consumer, lease_ms, WAKE_CAP, token, count, keep_ms,
+                           dead_ttl_ms, dead_max, STATS_TTL_MS]
+        for index, outcome in enumerate(outcomes):
+            keys.append(ks.job(check_job_id(outcome.job_id)))
+            args += _outcome_args(index, outcome)
+        reply = scripts.run(self.conn, "jobs/finish", keys, args)
+        now, next_ms, recorded = int(reply[0]), int(reply[1]), reply[2]
+        claims = _claims(queue, now, reply[3:])
+        return ([entry[1] for entry in recorded], claims,
+                None if next_ms == -1 else max(0, next_ms - now))
+
+
+def _claims(queue: str, now: int, entries: list) -> list[Claim]:
+    """The jobs of a claim's reply (claim's and finish's) as :class:`Claim` s."""
+    return [Claim(queue, job_id, job_token, payload, int(attempts), int(deadline), now,
+                  int(snoozes), group or None)
+            for job_id, job_token, payload, attempts, deadline, snoozes, group in entries]
+
+
+_OPS = ("ack", "retry", "snooze", "dead")
+
+
+def _outcome_args(index: int, outcome: Finish) -> list[Any]:
+    """finish's five arguments for one outcome, checked as its single call
+    checks them; errors name the outcome's index."""
+    if not isinstance(outcome, Finish):
+        raise TypeError(f"outcomes[{index}] must be a Finish, got {type(outcome).__name__}")
+    if outcome.op not in _OPS:
+        raise ValueError(f"outcomes[{index}].op must be one of {', '.join(_OPS)}, "
+                         f"got {outcome.op!r}")
+    try:
+        token = check_str("token", outcome.token)
+        if outcome.op == "ack":
+            return ["ack", outcome.job_id, token,
+                    "" if outcome.result is None else rules.json_text("result", outcome.result),
+                    ""]
+        if outcome.op == "dead":
+            return ["dead", outcome.job_id, token, check_str("reason", outcome.reason),
+                    check_text("error", str(outcome.error))]
+        delay_ms = check_int("delay_ms", outcome.delay_ms, 0)
+        error = check_text("error", str(outcome.error)) if outcome.op == "retry" else ""
+        return [outcome.op, outcome.job_id, token, delay_ms, error]
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"outcomes[{index}]: {err}") from None

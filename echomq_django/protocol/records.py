@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Outcome", "Claim", "JobRow"]
+__all__ = ["Outcome", "Claim", "Finish", "Renewal", "JobRow"]
 
 
 class Outcome(str, enum.Enum):
@@ -43,6 +43,36 @@ class Claim:
     snoozes: int = 0
     #: The job's group (lane), or None.
     group: str | None = None
+
+
+@dataclass(frozen=True)
+class Finish:
+    """One outcome for :meth:`Jobs.finish_many <echomq_django.protocol.leases.Leases.finish_many>`.
+
+    ``op`` is ``"ack"`` (``result``: a JSON-serialisable return value, None
+    for none), ``"retry"`` (``delay_ms``, ``error``), ``"snooze"``
+    (``delay_ms``) or ``"dead"`` (``reason``, non-empty; ``error``), as the
+    single calls take them (docs/protocol.md, "finish").
+    """
+
+    op: str
+    job_id: str
+    token: str
+    result: Any = None
+    delay_ms: int = 0
+    reason: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """One lease's answer to ``extend``: its new deadline (server ms) and
+    whether a cancel was requested; ``deadline_ms`` None when the token no
+    longer holds the lease (``stale`` says why)."""
+
+    deadline_ms: int | None
+    cancel_requested: bool
+    stale: str
 
 
 _INT_FIELDS = {

@@ -31,7 +31,7 @@ import redis
 
 from .. import exceptions
 
-_HEADER_ENTRY = re.compile(r"^-- (KEYS|ARGV)\[(\d+)\] (\S+)")
+_HEADER_ENTRY = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.\.)?\] (\S+)")
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _SHEBANG = re.compile(r"^#!lua(?: flags=([\w,-]*))?$")
 
@@ -56,6 +56,10 @@ class ScriptSource:
     argv: tuple[str, ...]
     #: The flags of the script's shebang (``("allow-oom",)``), () without one.
     flags: tuple[str, ...] = ()
+    #: Whether the last KEYS / ARGV entry is a variadic tail, written
+    #: ``-- KEYS[9...] job``: it and what follows are zero or more entries.
+    keys_variadic: bool = False
+    argv_variadic: bool = False
 
 
 #: The folders of ``lua/`` that hold scripts (``includes/`` holds helpers).
@@ -81,13 +85,16 @@ def source(name: str) -> ScriptSource:
     """
     raw = _read(f"{name}.lua")
     names: dict[str, list[str]] = {"KEYS": [], "ARGV": []}
+    variadic = {"KEYS": False, "ARGV": False}
     for line in raw.splitlines():
         match = _HEADER_ENTRY.match(line)
         if match:
-            kind, index, label = match.group(1), int(match.group(2)), match.group(3)
-            if index != len(names[kind]) + 1:
-                raise ValueError(f"{name}.lua: header {kind}[{index}] is out of order")
+            kind, index, label = match.group(1), int(match.group(2)), match.group(4)
+            if index != len(names[kind]) + 1 or variadic[kind]:
+                raise ValueError(f"{name}.lua: header {kind}[{index}] is out of order "
+                                 "(or follows a variadic tail)")
             names[kind].append(label)
+            variadic[kind] = match.group(3) is not None
     text = _expand(raw, set())
     first, _, rest = text.partition("\n")
     shebang = _SHEBANG.match(first) if first.startswith("#!") else None
@@ -96,7 +103,8 @@ def source(name: str) -> ScriptSource:
         raise ValueError(f"{name}.lua: a shebang must be the script's first line, "
                          f"as '#!lua flags=<flag>,...'")
     flags = tuple(f for f in (shebang.group(1) or "").split(",") if f) if shebang else ()
-    return ScriptSource(name, text, tuple(names["KEYS"]), tuple(names["ARGV"]), flags)
+    return ScriptSource(name, text, tuple(names["KEYS"]), tuple(names["ARGV"]), flags,
+                        variadic["KEYS"], variadic["ARGV"])
 
 
 def _expand(text: str, done: set[str]) -> str:
@@ -150,7 +158,8 @@ def decode_hash(raw: dict) -> dict[str, str]:
 def run(client: redis.Redis, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
     """Run script ``name`` atomically on the server and return its decoded reply.
 
-    ``keys`` and ``args`` must match the script's header in number.
+    ``keys`` and ``args`` must match the script's header in number (at
+    least the fixed entries before a variadic tail, ``-- KEYS[9...] job``).
 
     Raises:
         TypeError: ``keys`` or ``args`` do not match the header (a caller bug).
@@ -159,7 +168,8 @@ def run(client: redis.Redis, name: str, keys: Sequence[str], args: Sequence[Any]
         redis.RedisError: any other server or connection failure.
     """
     src = source(name)
-    if len(keys) != len(src.keys) or len(args) != len(src.argv):
+    if not (_fits(len(keys), len(src.keys), src.keys_variadic)
+            and _fits(len(args), len(src.argv), src.argv_variadic)):
         raise TypeError(
             f"{name}.lua takes KEYS {list(src.keys)} and ARGV {list(src.argv)}; "
             f"got {len(keys)} keys and {len(args)} args"
@@ -168,6 +178,10 @@ def run(client: redis.Redis, name: str, keys: Sequence[str], args: Sequence[Any]
         return decode(_script(client, name)(keys=list(keys), args=list(args)))
     except redis.ResponseError as err:
         raise translate(err) from None
+
+
+def _fits(given: int, named: int, variadic: bool) -> bool:
+    return given >= named - 1 if variadic else given == named
 
 
 def translate(err: redis.ResponseError) -> Exception:

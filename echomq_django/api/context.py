@@ -8,6 +8,7 @@ do not get it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -35,8 +36,10 @@ class JobContext:
     def __init__(self, jobs, claim, *, lease_ms: int, snoozes: int = 0,
                  scheduled_for_ms: int | None = None, missed: int = 0,
                  timeout_ms: int | None = None, extra: dict | None = None,
-                 outage: Outage | None = None) -> None:
+                 outage: Outage | None = None,
+                 cancel_flag: Callable[[], bool] | None = None) -> None:
         self._jobs = jobs
+        self._cancel_flag = cancel_flag
         self._outage = outage or Outage()
         self._lease_ms = lease_ms
         self._started = time.monotonic()
@@ -57,10 +60,15 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         """True once a cancel was requested for this job (or its time limit
-        passed in thread mode). One Redis read per check until it is True."""
+        passed in thread mode). Under runechomq it reads memory: the lease
+        keeper's renewal brings the flag, at least every second
+        (runtime/lease_keeper.py, CANCEL_CHECK_S). A context built without a
+        ``cancel_flag`` reads the server on each check until it is True."""
         if not self._cancelled:
             if self.timeout_ms is not None and self.elapsed_ms() > self.timeout_ms:
                 self._cancelled = True
+            elif self._cancel_flag is not None:
+                self._cancelled = self._cancel_flag()
             else:
                 try:
                     self._cancelled = self._jobs.cancel_requested(self.queue, self.job_id)

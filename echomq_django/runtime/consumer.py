@@ -23,7 +23,6 @@ import time
 
 from ..connection import block_timeout_s
 from ..connection.resilience import Backoff, Outage, passing, persist
-from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
 from ..protocol.presence import signal_stop
@@ -31,6 +30,7 @@ from ..protocol.records import Claim
 from ..protocol.tokens import new_token
 from ..rules import check_int
 from .lease_keeper import LeaseKeeper
+from .finisher import Finisher, Hooks
 from .outcome import Retention, Runner
 from .slots import Slot, Slots, process_name
 
@@ -85,6 +85,8 @@ class Consumer:
         # list, which shutdown pushes to, so stopping never waits out a timeout.
         self.stop_key = Keyspace(self.queues[0]).stop(f"{self.name}:{secrets.token_hex(4)}")
         self.wait_keys = [*(Keyspace(q).wake for q in self.queues), self.stop_key]
+        self._wake_queues = {key: q for q in self.queues
+                             for key in (Keyspace(q).wake, Keyspace(q).wake.encode())}
         self.concurrency = concurrency
         self.lease_ms = lease_ms
         self.retention = retention
@@ -93,8 +95,12 @@ class Consumer:
         self.stop = stop or threading.Event()
         self.slots = Slots()
         self.outage = outage or Outage()
+        self.finisher = Finisher(
+            self.jobs, consumer=self.name, lease_ms=lease_ms, outage=self.outage,
+            keep=(retention.result_ttl_ms, retention.dead_ttl_ms, retention.dead_max),
+            hooks=Hooks(reserve=self._reserve_on_finish, settled=self._settled_by_finish))
         self.runner = Runner(self.jobs, lease_ms=lease_ms, retention=retention, slots=self.slots,
-                             outage=self.outage)
+                             outage=self.outage, finisher=self.finisher)
         #: Process mode: replace this process when a job overruns its time limit.
         self.exit_on_timeout = False
         self.keeper = LeaseKeeper(self.jobs, self.slots, finish=self.runner.finish,
@@ -173,25 +179,31 @@ class Consumer:
             self._handoff.put(None)
 
     def _release(self, claims: list[Claim]) -> int:
-        released = 0
+        """Hand ``claims`` back to pending, one release call per queue."""
+        by_queue: dict[str, list[Claim]] = {}
         for claim in claims:
+            by_queue.setdefault(claim.queue, []).append(claim)
+        released = 0
+        for queue, held in by_queue.items():
             try:
-                state = persist(
-                    lambda: self.jobs.release(claim.queue, claim.job_id, claim.token,
-                                              keep_ms=self.retention.result_ttl_ms),
+                states = persist(
+                    lambda: self.jobs.release_many(queue, [(c.job_id, c.token) for c in held],
+                                                   keep_ms=self.retention.result_ttl_ms),
                     deadline=time.monotonic() + RELEASE_PERSIST_S, outage=self.outage)
-                released += 1
+            except Exception as err:  # noqa: BLE001 - the reaper returns them after the lease
+                log.warning("%d job(s) of queue %s could not be handed back (%s); the reaper "
+                            "returns them when their leases run out", len(held), queue, err)
+                continue
+            for claim, state in zip(held, states):
                 if state == "cancelled":
+                    released += 1
                     log.warning("job %s ended cancelled (a cancel was requested; shutdown "
                                 "before it finished)", claim.job_id)
-                else:
+                elif state == "pending":
+                    released += 1
                     log.warning("job %s handed back to pending (shutdown before it finished)",
                                 claim.job_id)
-            except StaleTokenError:
-                pass  # It finished, or its lease was reaped, in the meantime.
-            except Exception as err:  # noqa: BLE001 - the reaper returns it after the lease
-                log.warning("job %s could not be handed back (%s); the reaper returns it when "
-                            "its lease runs out", claim.job_id, err)
+                # Else stale: it finished, or its lease was reaped, in the meantime.
         return released
 
     def _describe(self) -> dict:
@@ -241,6 +253,36 @@ class Consumer:
         with self._lock:
             self._outstanding -= n
 
+    def _reserve_on_finish(self, queue: str, freeing: int) -> int:
+        """How many jobs a finish on ``queue`` recording ``freeing`` of this
+        process's outcomes claims (reserved): room counting those handlers
+        free, on the first queue only (see runtime/finisher.py), none once
+        stopping."""
+        if queue != self.queues[0] or self.stop.is_set():
+            return 0
+        with self._lock:
+            room = self.concurrency - self._outstanding + freeing
+            if self.max_jobs is not None:
+                room = min(room, self.max_jobs - self.processed - self._outstanding)
+            room = max(0, room)
+            self._outstanding += room
+            return room
+
+    def _settled_by_finish(self, freed: int, reserved: int, claims: list[Claim]) -> None:
+        """After a finish: ``freed`` handlers' jobs are over, ``claims`` of
+        ``reserved`` came. Room left unfilled wakes the fetcher (it claims the
+        other queues, or blocks until work comes); a finish that refilled
+        every slot wakes nobody."""
+        with self._lock:
+            self._outstanding -= freed + reserved - len(claims)
+            self.processed += freed
+            if self.max_jobs is not None and self.processed >= self.max_jobs:
+                self.stop.set()
+            room = self._outstanding < self.concurrency
+        self._hand_off(claims)
+        if room or self.stop.is_set():
+            self._freed.set()
+
     def _done_one(self, counted: bool = True) -> None:
         with self._lock:
             self._outstanding -= 1
@@ -250,7 +292,8 @@ class Consumer:
                     self.stop.set()
         self._freed.set()
 
-    def _claim_all(self, room: int, tokens: dict[str, str], claims: list[Claim]) -> float | None:
+    def _claim_all(self, room: int, tokens: dict[str, str], claims: list[Claim],
+                   queues: list[str] | None = None) -> float | None:
         """Claim up to ``room`` jobs, queue after queue in order, appending to
         ``claims`` as each queue answers (so a later queue's failure keeps
         what the earlier ones leased). Returns, when a rate limit held work
@@ -263,7 +306,7 @@ class Consumer:
         answers the same leases (docs/protocol.md, "Fencing tokens").
         """
         wait_s = None
-        for queue in self.queues:
+        for queue in queues or self.queues:
             got, wait_ms = self.jobs.claim_many(queue, self.name, self.lease_ms,
                                                 room - len(claims), token=tokens[queue])
             if got:
@@ -278,6 +321,9 @@ class Consumer:
     def _fetch(self) -> None:
         backoff = Backoff()
         tokens = {queue: new_token() for queue in self.queues}
+        # After a wake marker, only the queue that pushed it is claimed (the
+        # others had nothing a moment ago; their own markers wake us for them).
+        woken: str | None = None
         try:
             while not self.stop.is_set():
                 room = self._room()
@@ -290,8 +336,9 @@ class Consumer:
                     self._freed.clear()
                     continue
                 claims: list[Claim] = []
+                queues, woken = ([woken] if woken else self.queues), None
                 try:
-                    wait_s = self._claim_all(room, tokens, claims)
+                    wait_s = self._claim_all(room, tokens, claims, queues)
                 except Exception as err:  # noqa: BLE001 - a lost server must not kill the fetcher
                     self._unreserve(room - len(claims))
                     self._hand_off(claims)
@@ -318,7 +365,7 @@ class Consumer:
                     self._freed.wait(0.05)
                     self._freed.clear()
                     continue
-                self._wait_for_work(wait_s, backoff)
+                woken = self._wait_for_work(wait_s, backoff)
         finally:
             self.stop.set()
             self._end_handlers()
@@ -331,32 +378,35 @@ class Consumer:
         with self._lock:
             return self._outstanding == 0
 
-    def _wait_for_work(self, wait_s: float | None, backoff: Backoff) -> None:
+    def _wait_for_work(self, wait_s: float | None, backoff: Backoff) -> str | None:
         """Block until a wake marker, the stop list, or the next token (a
         duration from the claim's server reading) — never longer than
         IDLE_BLOCK_S (capped under the socket timeout). The last
         SERVER_TICK_S before a token is slept locally; a longer wait returns
-        to the claim loop, which blocks again."""
+        to the claim loop, which blocks again. Returns the queue whose wake
+        marker ended the wait, else None."""
         longest = block_timeout_s(self.conn, IDLE_BLOCK_S)
         timeout = longest if wait_s is None else min(longest, wait_s - SERVER_TICK_S)
         started = time.monotonic()
         try:
-            if timeout > 0 and self.conn.blpop(self.wait_keys, timeout=timeout):
-                return
+            popped = self.conn.blpop(self.wait_keys, timeout=timeout) if timeout > 0 else None
+            if popped:
+                return self._wake_queues.get(popped[0])
         except Exception as err:  # noqa: BLE001
             if not passing(err):
                 raise
             self.outage.failed(err)
             self.stop.wait(backoff.next_s())
-            return
+            return None
         if wait_s is None:
-            return
+            return None
         # Sleep locally only through the last tick before the token; a
         # longer wait goes back to claim and block again (a wake marker may
         # come meanwhile: other lanes' work must not wait for this token).
         left = wait_s + 0.001 - (time.monotonic() - started)
         if 0 < left <= SERVER_TICK_S + 0.05:
             self.stop.wait(left)
+        return None
 
     # -- the handlers ------------------------------------------------------
 
@@ -365,7 +415,8 @@ class Consumer:
             claim = self._handoff.get()
             if claim is None:
                 return
-            self.slots.put(Slot(claim, self.lease_ms, time.monotonic()))
+            slot = Slot(claim, self.lease_ms, time.monotonic())
+            self.slots.put(slot)
             try:
                 self.runner.run_claim(claim)
             except Exception:  # noqa: BLE001 - an error of ours around the handler never
@@ -374,4 +425,6 @@ class Consumer:
                               "for the reaper", claim.job_id)
             finally:
                 self.slots.pop()
-                self._done_one()
+                if not slot.freed:  # the finisher counted it when it recorded the outcome
+                    slot.freed = True
+                    self._done_one()

@@ -2,8 +2,11 @@
 
 While handlers run, one thread per consumer process:
 
-- renews the lease of every running job a third of the way into it, so a
-  handler that outlives its lease is not reaped while it is alive;
+- renews the lease of every running job a third of the way into it (and at
+  least every :data:`CANCEL_CHECK_S`), so a handler that outlives its lease
+  is not reaped while it is alive: one ``extend`` call per queue for all of
+  them, which also answers their cancel flags (``context.cancelled`` reads
+  them from memory);
 - fails a job that overran its ``timeout_ms`` (reason "timeout");
 - announces the process every :data:`ANNOUNCE_S` (what the admin lists).
 
@@ -19,18 +22,21 @@ import time
 from typing import Callable
 
 from ..connection.resilience import Outage, passing
-from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
 from ..protocol.presence import Presence
 from .outcome import after_failure
 from .slots import Slot, Slots
 
-__all__ = ["ANNOUNCE_S", "LeaseKeeper"]
+__all__ = ["ANNOUNCE_S", "CANCEL_CHECK_S", "LeaseKeeper"]
 
 log = logging.getLogger("echomq.consumer")
 
 #: How often a consumer process announces itself (s); the announcement lives 5x this.
 ANNOUNCE_S = 2.0
+#: While jobs run, their leases are renewed at least this often (s): the
+#: renewal also reads their cancel flags, so a cancel reaches
+#: ``context.cancelled`` within about this long.
+CANCEL_CHECK_S = 1.0
 
 
 #: Called with a slot whose job overran its time limit, after its outcome
@@ -94,7 +100,8 @@ class LeaseKeeper:
         for slot in running:
             if slot.overdue(now):
                 self._time_out(slot)
-        period_s = min([slot.lease_ms for slot in running] + [self.lease_ms]) / 3000
+        period_s = min(min([slot.lease_ms for slot in running] + [self.lease_ms]) / 3000,
+                       CANCEL_CHECK_S)
         if now - self._renewed_at >= period_s:
             self._renewed_at = now
             self._renew(running)
@@ -109,20 +116,27 @@ class LeaseKeeper:
         return wait_s
 
     def _renew(self, running: list[Slot]) -> None:
+        """Renew every running lease, one ``extend`` call per queue, and note
+        each job's cancel flag on its slot (what ``context.cancelled`` reads)."""
+        by_queue: dict[str, list[Slot]] = {}
         for slot in running:
-            if slot.timed_out:
-                continue
+            if not slot.timed_out and not slot.freed:
+                by_queue.setdefault(slot.claim.queue, []).append(slot)
+        for queue, slots in by_queue.items():
             try:
-                self.jobs.extend(slot.claim.queue, slot.claim.job_id, slot.claim.token,
-                                 slot.lease_ms)
+                renewals = self.jobs.extend_many(
+                    queue, [(s.claim.job_id, s.claim.token, s.lease_ms) for s in slots])
                 self.outage.ok()
-            except StaleTokenError:
-                pass  # The outcome was recorded meanwhile, or the lease was lost.
             except Exception as err:  # noqa: BLE001 - keep beating through a lost connection
                 if passing(err):
                     self.outage.failed(err)
                 else:
-                    log.exception("lease renewal for job %s failed", slot.claim.job_id)
+                    log.exception("lease renewal for queue %s failed", queue)
+                continue
+            for slot, renewal in zip(slots, renewals):
+                # A stale one was recorded meanwhile, or its lease was lost.
+                if renewal.cancel_requested:
+                    slot.cancel_requested = True
 
     def _time_out(self, slot: Slot) -> None:
         """Fail a job that overran its time limit (reason "timeout"): a retry

@@ -39,7 +39,8 @@ from ..api.context import JobContext
 from ..api.outcomes import Discard, Retry, Snooze
 from ..exceptions import StaleTokenError
 from ..protocol.jobs import Jobs
-from ..protocol.records import Claim
+from ..protocol.records import Claim, Finish
+from .finisher import Finisher
 from .slots import Slots
 from ..connection.resilience import Outage, persist
 
@@ -77,12 +78,15 @@ class Runner:
     """
 
     def __init__(self, jobs: Jobs, *, lease_ms: int, retention: Retention, slots: Slots,
-                 outage: Outage | None = None) -> None:
+                 outage: Outage | None = None, finisher: Finisher | None = None) -> None:
         self.jobs = jobs
         self.lease_ms = lease_ms
         self.retention = retention
         self.slots = slots
         self.outage = outage or Outage()
+        self.finisher = finisher or Finisher(
+            jobs, consumer="", lease_ms=lease_ms, outage=self.outage,
+            keep=(retention.result_ttl_ms, retention.dead_ttl_ms, retention.dead_max))
 
     def run_claim(self, claim: Claim) -> str:
         """Run one claimed job and record its outcome; returns the outcome word
@@ -119,7 +123,8 @@ class Runner:
         context = JobContext(self.jobs, claim, lease_ms=lease_ms, snoozes=claim.snoozes,
                              scheduled_for_ms=extra.get("scheduled_for"),
                              missed=extra.get("missed", 0), timeout_ms=fn.timeout_ms,
-                             extra=extra, outage=self.outage)
+                             extra=extra, outage=self.outage,
+                             cancel_flag=None if slot is None else lambda: slot.cancel_requested)
         if fn.context:
             kwargs = dict(kwargs, context=context)
         close_old_connections()
@@ -168,10 +173,10 @@ class Runner:
         (:func:`echomq_django.rules.storable_text`), never refused."""
         reason, error = rules.storable_text(reason), rules.storable_text(error)
         detail = ""
-        record = self._recorder(claim, outcome, reason, error, delay_ms, result)
+        finish = self._finish_for(claim, outcome, reason, error, delay_ms, result)
         try:
-            state = outcome if record is None else persist(
-                record, deadline=time.monotonic() + self._lease_s(), outage=self.outage)
+            state = outcome if finish is None else self.finisher.record(
+                claim, finish, lease_s=self._lease_s(), slot=self.slots.current())
             if outcome == "retry":
                 detail = f" in {delay_ms} ms: {_last_line(error)}"
             elif outcome == "snooze":
@@ -197,12 +202,10 @@ class Runner:
         slot = self.slots.current()
         return (slot.lease_ms if slot is not None else self.lease_ms) / 1000
 
-    def _recorder(self, claim: Claim, outcome: str, reason: str, error: str, delay_ms: int,
-                  result):
-        """The protocol call that records ``outcome``, or None for a word that
-        is only logged."""
-        jobs, keep_ms = self.jobs, self.retention.result_ttl_ms
-        args = (claim.queue, claim.job_id, claim.token)
+    def _finish_for(self, claim: Claim, outcome: str, reason: str, error: str, delay_ms: int,
+                    result) -> Finish | None:
+        """The :class:`Finish` that records ``outcome``, or None for a word
+        that is only logged."""
         if outcome == "done":
             try:
                 rules.json_text("result", result)
@@ -210,14 +213,11 @@ class Runner:
                 log.warning("job %s returned a value that is not JSON (%s); it is not kept",
                             claim.job_id, err)
                 result = None
-            return lambda: jobs.ack(*args, result, keep_ms=keep_ms)
-        if outcome == "retry":
-            return lambda: jobs.retry(*args, delay_ms, error, keep_ms=keep_ms)
-        if outcome == "snooze":
-            return lambda: jobs.snooze(*args, delay_ms, keep_ms=keep_ms)
+            return Finish("ack", claim.job_id, claim.token, result=result)
+        if outcome in ("retry", "snooze"):
+            return Finish(outcome, claim.job_id, claim.token, delay_ms=delay_ms, error=error)
         if outcome == "dead":
-            return lambda: jobs.dead(*args, reason, error, dead_ttl_ms=self.retention.dead_ttl_ms,
-                                     dead_max=self.retention.dead_max, keep_ms=keep_ms)
+            return Finish("dead", claim.job_id, claim.token, reason=reason, error=error)
         return None
 
 

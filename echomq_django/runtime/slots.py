@@ -25,6 +25,11 @@ class Slot:
     policy: tuple = ("fixed", 0)
     timed_out: bool = False
     path: str = "?"
+    #: Set once the finisher recorded this job's outcome and counted its
+    #: handler free (the handler thread is on its way back).
+    freed: bool = False
+    #: A cancel was requested (read by the lease keeper's renewal).
+    cancel_requested: bool = False
 
     def overdue(self, now: float) -> bool:
         return (self.timeout_ms is not None and not self.timed_out

@@ -1,0 +1,166 @@
+"""The finisher: a consumer process's outcomes go to the server several per call,
+and each call claims the next jobs (docs/protocol.md, "finish", "Consumer").
+
+Handler threads hand their outcome to :meth:`Finisher.record` and wait for it
+to be recorded. The first thread to arrive while no call is in flight sends,
+in one ``jobs/finish`` per queue, every outcome waiting at that moment (its
+own and those of threads that finished meanwhile), and asks the same call for
+as many new jobs as that frees (a combining send: no thread of its own, no
+hop at concurrency 1, and the busier the process, the more outcomes ride one
+call). The threads whose outcomes it carried are woken with their answers; a
+thread that arrives during a send waits, and the next sender is one of them.
+
+Only the consumer's first queue (the one it serves first) claims in a finish:
+a process serving several queues must not take more of a later queue while
+an earlier one has work, so its other queues are claimed by the fetcher, in
+order, as before. A finish is repeated through a dropped connection until the
+earliest lease of its outcomes runs out (:func:`~..connection.resilience.persist`);
+a repeat answers the same (each outcome replays, the batch token answers its
+leases).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..connection.resilience import Outage, persist
+from ..exceptions import StaleTokenError
+from ..protocol.records import Claim, Finish
+from ..protocol.tokens import new_token
+from .slots import Slot
+
+__all__ = ["Finisher", "Hooks"]
+
+
+@dataclass
+class Hooks:
+    """How a finisher keeps the consumer's books (both thread-safe).
+
+    ``reserve(queue, freeing)``: how many jobs a finish on ``queue`` may
+    claim, counting the ``freeing`` handlers whose outcomes it records as
+    free, reserved (0: none). ``settled(freed, reserved, claims)``: after the
+    call (gone through or not), ``freed`` handlers' jobs are over, ``reserved``
+    were reserved and ``claims`` came (jobs for the handler threads).
+    """
+
+    reserve: Callable[[str, int], int] = lambda queue, freeing: 0
+    settled: Callable[[int, int, list[Claim]], None] = lambda freed, reserved, claims: None
+
+
+@dataclass
+class _Request:
+    claim: Claim
+    finish: Finish
+    deadline: float
+    slot: Slot | None
+    state: str | None = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class Finisher:
+    """Record outcomes for a consumer's threads, several per call.
+
+    Args:
+        jobs: the protocol surface.
+        consumer: the name new leases are claimed under.
+        lease_ms: the lease new claims take.
+        keep: ``(keep_ms, dead_ttl_ms, dead_max)``, the consumer's retention.
+        hooks: see :class:`Hooks` (the defaults claim nothing).
+        outage: the process's view of the server.
+    """
+
+    def __init__(self, jobs, *, consumer: str, lease_ms: int, keep: tuple[int, int, int],
+                 hooks: Hooks | None = None, outage: Outage | None = None) -> None:
+        self.jobs = jobs
+        self.consumer = consumer
+        self.lease_ms = lease_ms
+        self.keep_ms, self.dead_ttl_ms, self.dead_max = keep
+        self.hooks = hooks or Hooks()
+        self.outage = outage or Outage()
+        self._cond = threading.Condition()
+        self._waiting: list[_Request] = []
+        self._sending = False
+
+    def record(self, claim: Claim, finish: Finish, *, lease_s: float,
+               slot: Slot | None = None) -> str:
+        """Record ``finish`` for ``claim``; returns its state (done, scheduled,
+        dead, cancelled).
+
+        ``lease_s``: how long to keep trying through a lost connection.
+        ``slot``: the calling handler's slot, freed once the outcome is
+        recorded (None from a thread that does not run the job, such as the
+        lease keeper timing it out).
+
+        Raises StaleTokenError when the lease was lost; redis.RedisError when
+        the server stayed out of reach for ``lease_s``; ValueError or
+        TypeError for a malformed outcome (a caller bug).
+        """
+        request = _Request(claim, finish, time.monotonic() + lease_s, slot)
+        with self._cond:
+            self._waiting.append(request)
+            while not request.done.is_set():
+                if not self._sending:
+                    self._sending = True
+                    batch, self._waiting = self._waiting, []
+                    break
+                self._cond.wait()
+            else:
+                return _answer(request)
+        try:
+            self._send(batch)
+        finally:
+            with self._cond:
+                self._sending = False
+                self._cond.notify_all()
+        return _answer(request)
+
+    def _send(self, batch: list[_Request]) -> None:
+        by_queue: dict[str, list[_Request]] = {}
+        for request in batch:
+            by_queue.setdefault(request.claim.queue, []).append(request)
+        for queue, requests in by_queue.items():
+            try:
+                self._send_queue(queue, requests)
+            except BaseException as err:  # noqa: BLE001 - every waiter gets its answer
+                for request in requests:
+                    if not request.done.is_set():
+                        request.error = err
+                        request.done.set()
+
+    def _send_queue(self, queue: str, requests: list[_Request]) -> None:
+        freeing = [r.slot for r in requests if r.slot is not None and not r.slot.freed]
+        count = self.hooks.reserve(queue, len(freeing)) if freeing else 0
+        token = new_token()
+
+        def call():
+            return self.jobs.finish_many(
+                queue, [r.finish for r in requests], consumer=self.consumer,
+                lease_ms=self.lease_ms, count=min(count, 1000), token=token,
+                keep_ms=self.keep_ms, dead_ttl_ms=self.dead_ttl_ms, dead_max=self.dead_max)
+
+        claims: list[Claim] = []
+        try:
+            states, claims, _ = persist(call, deadline=min(r.deadline for r in requests),
+                                        outage=self.outage)
+        finally:
+            # Books first: a freed slot is free whether or not the call went
+            # through (an unrecorded job is the reaper's), and a reserved
+            # claim that did not come is given back.
+            for slot in freeing:
+                slot.freed = True
+            self.hooks.settled(len(freeing), count, claims)
+        for request, state in zip(requests, states):
+            request.state = state
+            request.done.set()
+
+
+def _answer(request: _Request) -> str:
+    if request.error is not None:
+        raise request.error
+    if request.state == "stale":
+        raise StaleTokenError("the token no longer holds the lease")
+    return request.state

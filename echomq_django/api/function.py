@@ -102,9 +102,15 @@ class JobFunction:
         from ..conf import get_config
 
         config = get_config()
-        return (self.max_attempts or config.max_attempts,
-                self.backoff or backoff_mod.check_backoff(config.backoff),
-                self.lease_ms or config.lease_ms)
+        cached = self.__dict__.get("_effective")
+        if cached is not None and cached[0] is config:
+            return cached[1]
+        effective = (self.max_attempts or config.max_attempts,
+                     self.backoff or backoff_mod.check_backoff(config.backoff),
+                     self.lease_ms or config.lease_ms)
+        # Settings are read once per configuration (a changed setting builds a new one).
+        self.__dict__["_effective"] = (config, effective)
+        return effective
 
     @property
     def schedule(self) -> dict | None:

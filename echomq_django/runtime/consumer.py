@@ -268,18 +268,20 @@ class Consumer:
             self._outstanding += room
             return room
 
-    def _settled_by_finish(self, freed: int, reserved: int, claims: list[Claim]) -> None:
-        """After a finish: ``freed`` handlers' jobs are over, ``claims`` of
-        ``reserved`` came. Room left unfilled wakes the fetcher (it claims the
-        other queues, or blocks until work comes); a finish that refilled
-        every slot wakes nobody."""
+    def _settled_by_finish(self, freed: int, reserved: int, claimed: int,
+                           rest: list[Claim]) -> None:
+        """After a finish: ``freed`` handlers' jobs are over, ``claimed`` of
+        ``reserved`` came (``rest`` for the hand-off queue, the others went
+        to the freed handlers). Room left unfilled wakes the fetcher (it
+        claims the other queues, or blocks until work comes); a finish that
+        refilled every slot wakes nobody."""
         with self._lock:
-            self._outstanding -= freed + reserved - len(claims)
+            self._outstanding -= freed + reserved - claimed
             self.processed += freed
             if self.max_jobs is not None and self.processed >= self.max_jobs:
                 self.stop.set()
             room = self._outstanding < self.concurrency
-        self._hand_off(claims)
+        self._hand_off(rest)
         if room or self.stop.is_set():
             self._freed.set()
 
@@ -411,8 +413,9 @@ class Consumer:
     # -- the handlers ------------------------------------------------------
 
     def _handle(self) -> None:
+        claim: Claim | None = None
         while True:
-            claim = self._handoff.get()
+            claim = claim or self._handoff.get()
             if claim is None:
                 return
             slot = Slot(claim, self.lease_ms, time.monotonic())
@@ -428,3 +431,4 @@ class Consumer:
                 if not slot.freed:  # the finisher counted it when it recorded the outcome
                     slot.freed = True
                     self._done_one()
+                claim = slot.next_claim

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from ..connection.resilience import Outage, persist
@@ -41,13 +41,15 @@ class Hooks:
 
     ``reserve(queue, freeing)``: how many jobs a finish on ``queue`` may
     claim, counting the ``freeing`` handlers whose outcomes it records as
-    free, reserved (0: none). ``settled(freed, reserved, claims)``: after the
-    call (gone through or not), ``freed`` handlers' jobs are over, ``reserved``
-    were reserved and ``claims`` came (jobs for the handler threads).
+    free, reserved (0: none). ``settled(freed, reserved, claimed, rest)``:
+    after the call (gone through or not), ``freed`` handlers' jobs are over,
+    ``reserved`` were reserved and ``claimed`` came; those handlers took one
+    each (``Slot.next_claim``), ``rest`` are for the hand-off queue.
     """
 
     reserve: Callable[[str, int], int] = lambda queue, freeing: 0
-    settled: Callable[[int, int, list[Claim]], None] = lambda freed, reserved, claims: None
+    settled: Callable[[int, int, int, list[Claim]], None] = \
+        lambda freed, reserved, claimed, rest: None
 
 
 @dataclass
@@ -58,7 +60,7 @@ class _Request:
     slot: Slot | None
     state: str | None = None
     error: BaseException | None = None
-    done: threading.Event = field(default_factory=threading.Event)
+    done: bool = False
 
 
 class Finisher:
@@ -102,7 +104,7 @@ class Finisher:
         request = _Request(claim, finish, time.monotonic() + lease_s, slot)
         with self._cond:
             self._waiting.append(request)
-            while not request.done.is_set():
+            while not request.done:
                 if not self._sending:
                     self._sending = True
                     batch, self._waiting = self._waiting, []
@@ -115,6 +117,8 @@ class Finisher:
         finally:
             with self._cond:
                 self._sending = False
+                for waiting in batch:
+                    waiting.done = True
                 self._cond.notify_all()
         return _answer(request)
 
@@ -127,9 +131,8 @@ class Finisher:
                 self._send_queue(queue, requests)
             except BaseException as err:  # noqa: BLE001 - every waiter gets its answer
                 for request in requests:
-                    if not request.done.is_set():
+                    if request.state is None:
                         request.error = err
-                        request.done.set()
 
     def _send_queue(self, queue: str, requests: list[_Request]) -> None:
         freeing = [r.slot for r in requests if r.slot is not None and not r.slot.freed]
@@ -147,15 +150,19 @@ class Finisher:
             states, claims, _ = persist(call, deadline=min(r.deadline for r in requests),
                                         outage=self.outage)
         finally:
-            # Books first: a freed slot is free whether or not the call went
-            # through (an unrecorded job is the reaper's), and a reserved
-            # claim that did not come is given back.
+            # Books first, whether or not the call went through: a freed slot
+            # is free (an unrecorded job is the reaper's). The new jobs go
+            # straight to the handlers whose outcomes freed their slots (each
+            # runs its next job with no queue in between), in claim order;
+            # any others to the hand-off queue.
+            claimed = len(claims)
             for slot in freeing:
                 slot.freed = True
-            self.hooks.settled(len(freeing), count, claims)
+                if claims:
+                    slot.next_claim = claims.pop(0)
+            self.hooks.settled(len(freeing), count, claimed, claims)
         for request, state in zip(requests, states):
             request.state = state
-            request.done.set()
 
 
 def _answer(request: _Request) -> str:

@@ -18,12 +18,14 @@ included, is that job's failure. Recording an outcome rides out a dropped
 connection or a full server (:func:`~.resilience.persist`, until the lease
 runs out); a repeat whose first reply was lost answers the recorded outcome.
 An error of ours never makes a job dead: the job stays leased and the reaper
-returns it. Django database connections are reset around each handler.
+returns it. Django database connections are reset after each handler, and
+before it too unless the thread's previous job ended within a second.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -127,7 +129,7 @@ class Runner:
                              cancel_flag=None if slot is None else lambda: slot.cancel_requested)
         if fn.context:
             kwargs = dict(kwargs, context=context)
-        close_old_connections()
+        _fresh_connections()
         try:
             result = fn.fn(*args, **kwargs)
         except Snooze as snooze:
@@ -149,7 +151,7 @@ class Runner:
                                reason="failed" if outcome == "dead" else "", delay_ms=delay_ms,
                                error=error)
         finally:
-            close_old_connections()
+            _after_handler()
         if slot is not None and slot.timed_out:
             return self._timed_out(claim, path, started)
         if isinstance(result, Snooze):
@@ -219,6 +221,25 @@ class Runner:
         if outcome == "dead":
             return Finish("dead", claim.job_id, claim.token, reason=reason, error=error)
         return None
+
+
+#: A handler thread that ran a job this recently (s) skips the reset of
+#: Django's database connections before the next: the reset after that job
+#: has just run (Django resets around each request the same way).
+_RESET_GAP_S = 1.0
+_reset = threading.local()
+
+
+def _fresh_connections() -> None:
+    """Before a handler: drop unusable or expired database connections,
+    unless this thread did so right after its previous job."""
+    if time.monotonic() - getattr(_reset, "at", -_RESET_GAP_S) >= _RESET_GAP_S:
+        close_old_connections()
+
+
+def _after_handler() -> None:
+    close_old_connections()
+    _reset.at = time.monotonic()
 
 
 def _last_line(error: str) -> str:

@@ -30,6 +30,8 @@ class Slot:
     freed: bool = False
     #: A cancel was requested (read by the lease keeper's renewal).
     cancel_requested: bool = False
+    #: The job the finisher claimed for this handler to run next, if any.
+    next_claim: Claim | None = None
 
     def overdue(self, now: float) -> bool:
         return (self.timeout_ms is not None and not self.timed_out

@@ -143,8 +143,10 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
     if head_deadline == nil or deadline < tonumber(head_deadline) then
       signal(k.beat, 1, 1)
     end
-    -- Chain the wake-up: while ready work remains, wake one more idle consumer.
-    if redis.call('ZCARD', base .. 'ring') > 0 then
+    -- Chain the wake-up: while ready work remains, wake one more idle
+    -- consumer. A marker already waiting wakes one (busy consumers leave it
+    -- there), so a busy queue pays one LLEN per claim, not a push.
+    if redis.call('LLEN', k.wake) == 0 and redis.call('ZCARD', base .. 'ring') > 0 then
       signal(k.wake, 1, wake_cap)
     end
   end

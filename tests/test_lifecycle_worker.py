@@ -173,7 +173,7 @@ def test_a_poison_job_ends_dead_stalled_while_the_supervisor_replaces_its_victim
 def test_snooze_50_times_then_fail_once_backs_off_from_attempt_1(conn, queue, redis_client,
                                                                    worker_procs):
     handle = testjobs.snooze_then_fail.using(queue=queue).enqueue(queue, 50)
-    proc = start(worker_procs, queue, "--concurrency", "1")
+    proc = start(worker_procs, queue, "--concurrency", "1", "-v", "2")  # snoozes log at DEBUG
     row = wait_for(lambda: (r := row_of(conn, queue, handle.job_id)).failed_at_ms and r,
                    timeout=30)
     assert (row.state, row.attempts, row.snoozes) == ("scheduled", 1, 50)

@@ -22,7 +22,8 @@ def test_done_retried_and_dead_then_clean_sigterm(conn, queue, redis_client, wor
     ok = testjobs.add.using(queue=queue).enqueue(2, 3)
     flaky = testjobs.flaky.using(queue=queue).enqueue(f"{queue}:flaky", 2)
     bad = testjobs.always_fails.using(queue=queue).enqueue(f"{queue}:bad")
-    proc = runechomq(queue, "--concurrency", "2")
+    # -v 2: a job done is logged at DEBUG (the default formats no line per job done).
+    proc = runechomq(queue, "--concurrency", "2", "-v", "2")
     worker_procs.append(proc)
     wait_for(lambda: terminal(conn, queue, ok.job_id, flaky.job_id, bad.job_id))
     code, out = stop(proc)

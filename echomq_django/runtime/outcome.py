@@ -174,29 +174,23 @@ class Runner:
         traceback): a lone surrogate in them is stored as its escape
         (:func:`echomq_django.rules.storable_text`), never refused."""
         reason, error = rules.storable_text(reason), rules.storable_text(error)
-        detail = ""
         finish = self._finish_for(claim, outcome, reason, error, delay_ms, result)
         try:
             state = outcome if finish is None else self.finisher.record(
                 claim, finish, lease_s=self._lease_s(), slot=self.slots.current())
-            if outcome == "retry":
-                detail = f" in {delay_ms} ms: {_last_line(error)}"
-            elif outcome == "snooze":
-                detail = f" for {delay_ms} ms"
-            elif outcome == "dead":
-                detail = f" ({reason}): {_last_line(error)}"
             if state == "cancelled":
-                outcome, detail = "cancelled", " (a cancel was requested while it ran)"
+                outcome = "cancelled"
+            failure = None
         except StaleTokenError:
-            outcome, detail = "stale", " (the lease was lost: another worker owns the job now)"
+            outcome, failure = "stale", None
         except redis.RedisError as err:
-            outcome, detail = "unrecorded", (f" ({outcome} could not be recorded: {err}; the "
-                                             "lease runs out and the reaper returns the job)")
-        elapsed_ms = (time.monotonic() - started) * 1000
-        level = logging.INFO if outcome in ("done", "retry", "snooze", "cancelled") \
-            else logging.WARNING
-        log.log(level, "job %s %s attempt %d -> %s%s [%.1f ms]", claim.job_id, path,
-                claim.attempts, outcome, detail, elapsed_ms)
+            outcome, failure = "unrecorded", (outcome, err)
+        level = _LOG_LEVELS.get(outcome, logging.WARNING)
+        if log.isEnabledFor(level):  # no formatting for a line nobody reads
+            log.log(level, "job %s %s attempt %d -> %s%s [%.1f ms]", claim.job_id, path,
+                    claim.attempts, outcome,
+                    _detail(outcome, reason, error, delay_ms, failure),
+                    (time.monotonic() - started) * 1000)
         return outcome
 
 
@@ -240,6 +234,31 @@ def _fresh_connections() -> None:
 def _after_handler() -> None:
     close_old_connections()
     _reset.at = time.monotonic()
+
+
+#: A job's outcome line is logged at this level: a job done (or snoozed) is
+#: DEBUG (``-v 2``), so the default verbosity formats nothing per job that
+#: went well; a retry or a cancel is INFO; dead, stale, unrecorded WARNING.
+_LOG_LEVELS = {"done": logging.DEBUG, "snooze": logging.DEBUG, "retry": logging.INFO,
+               "cancelled": logging.INFO}
+
+
+def _detail(outcome: str, reason: str, error: str, delay_ms: int, failure) -> str:
+    if outcome == "retry":
+        return f" in {delay_ms} ms: {_last_line(error)}"
+    if outcome == "snooze":
+        return f" for {delay_ms} ms"
+    if outcome == "dead":
+        return f" ({reason}): {_last_line(error)}"
+    if outcome == "cancelled":
+        return " (a cancel was requested while it ran)"
+    if outcome == "stale":
+        return " (the lease was lost: another worker owns the job now)"
+    if outcome == "unrecorded" and failure is not None:
+        wanted, err = failure
+        return (f" ({wanted} could not be recorded: {err}; the lease runs out and the reaper "
+                "returns the job)")
+    return ""
 
 
 def _last_line(error: str) -> str:

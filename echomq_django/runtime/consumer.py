@@ -30,6 +30,7 @@ from ..protocol.records import Claim
 from ..protocol.tokens import new_token
 from ..rules import check_int
 from .lease_keeper import LeaseKeeper
+from .books import Books
 from .finisher import Finisher, Hooks
 from .outcome import Retention, Runner
 from .slots import Slot, Slots, process_name
@@ -108,12 +109,9 @@ class Consumer:
                                   queues=self.queues, describe=self._describe,
                                   on_timeout=self._on_timeout, outage=self.outage)
         self._handoff: queue_mod.Queue[Claim | None] = queue_mod.Queue()
-        self._freed = threading.Event()
+        self.books = Books(concurrency, max_jobs, self.stop)
         self._fetcher: threading.Thread | None = None
         self._handlers: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._outstanding = 0   # claimed and not finished: handed off or running
-        self.processed = 0
         #: True once a thread died of an error of ours (the process must exit non-zero).
         self.crashed = False
         self.started_at_ms = int(time.time() * 1000)  # shown to staff only, never compared
@@ -137,6 +135,11 @@ class Consumer:
         """True while the fetcher or any handler thread runs."""
         return any(t.is_alive() for t in [self._fetcher, *self._handlers] if t is not None)
 
+    @property
+    def processed(self) -> int:
+        """Jobs this consumer ran to an outcome."""
+        return self.books.processed
+
     def busy(self) -> int:
         """How many handlers are running a job now."""
         return len(self.slots)
@@ -151,7 +154,7 @@ class Consumer:
         lease back to pending (``release``). Returns how many leases were
         handed back."""
         self.stop.set()
-        self._freed.set()
+        self.books.freed.set()
         signal_stop(self.conn, [self.stop_key], 1)
         released = self._release(self._drain_handoff())
         self._end_handlers()
@@ -172,7 +175,7 @@ class Consumer:
                 return claims
             if claim is not None:
                 claims.append(claim)
-                self._done_one(counted=False)
+                self.books.done_one(counted=False)
 
     def _end_handlers(self) -> None:
         for _ in self._handlers:
@@ -239,20 +242,6 @@ class Consumer:
 
     # -- the fetcher -------------------------------------------------------
 
-    def _room(self) -> int:
-        """Free handlers, within what max_jobs still allows; reserves them."""
-        with self._lock:
-            room = self.concurrency - self._outstanding
-            if self.max_jobs is not None:
-                room = min(room, self.max_jobs - self.processed - self._outstanding)
-            room = max(0, room)
-            self._outstanding += room
-            return room
-
-    def _unreserve(self, n: int) -> None:
-        with self._lock:
-            self._outstanding -= n
-
     def _reserve_on_finish(self, queue: str, freeing: int) -> int:
         """How many jobs a finish on ``queue`` recording ``freeing`` of this
         process's outcomes claims (reserved): room counting those handlers
@@ -260,39 +249,14 @@ class Consumer:
         stopping."""
         if queue != self.queues[0] or self.stop.is_set():
             return 0
-        with self._lock:
-            room = self.concurrency - self._outstanding + freeing
-            if self.max_jobs is not None:
-                room = min(room, self.max_jobs - self.processed - self._outstanding)
-            room = max(0, room)
-            self._outstanding += room
-            return room
+        return self.books.reserve(freeing)
 
     def _settled_by_finish(self, freed: int, reserved: int, claimed: int,
                            rest: list[Claim]) -> None:
-        """After a finish: ``freed`` handlers' jobs are over, ``claimed`` of
-        ``reserved`` came (``rest`` for the hand-off queue, the others went
-        to the freed handlers). Room left unfilled wakes the fetcher (it
-        claims the other queues, or blocks until work comes); a finish that
-        refilled every slot wakes nobody."""
-        with self._lock:
-            self._outstanding -= freed + reserved - claimed
-            self.processed += freed
-            if self.max_jobs is not None and self.processed >= self.max_jobs:
-                self.stop.set()
-            room = self._outstanding < self.concurrency
+        """After a finish (see :meth:`Books.settled`); ``rest`` of the claims
+        go to the hand-off queue, the others went to the freed handlers."""
         self._hand_off(rest)
-        if room or self.stop.is_set():
-            self._freed.set()
-
-    def _done_one(self, counted: bool = True) -> None:
-        with self._lock:
-            self._outstanding -= 1
-            if counted:
-                self.processed += 1
-                if self.max_jobs is not None and self.processed >= self.max_jobs:
-                    self.stop.set()
-        self._freed.set()
+        self.books.settled(freed, reserved, claimed)
 
     def _claim_all(self, room: int, tokens: dict[str, str], claims: list[Claim],
                    queues: list[str] | None = None) -> float | None:
@@ -328,21 +292,17 @@ class Consumer:
         woken: str | None = None
         try:
             while not self.stop.is_set():
-                room = self._room()
+                room = self.books.reserve()
                 if room == 0:
-                    if self.max_jobs is not None and self.processed + self._outstanding \
-                            >= self.max_jobs:
-                        self._freed.wait(0.5)
-                    else:
-                        self._freed.wait(IDLE_BLOCK_S)
-                    self._freed.clear()
+                    self.books.freed.wait(0.5 if self.books.at_limit() else IDLE_BLOCK_S)
+                    self.books.freed.clear()
                     continue
                 claims: list[Claim] = []
                 queues, woken = ([woken] if woken else self.queues), None
                 try:
                     wait_s = self._claim_all(room, tokens, claims, queues)
                 except Exception as err:  # noqa: BLE001 - a lost server must not kill the fetcher
-                    self._unreserve(room - len(claims))
+                    self.books.unreserve(room - len(claims))
                     self._hand_off(claims)
                     if passing(err):
                         self.outage.failed(err)
@@ -355,17 +315,17 @@ class Consumer:
                     continue
                 self.outage.ok()
                 backoff.reset()
-                self._unreserve(room - len(claims))
+                self.books.unreserve(room - len(claims))
                 if claims:
                     self._hand_off(claims)
                     continue
                 # Burst mode ends when nothing is ready and nothing runs; work
                 # a rate limit holds back (wait_s) is waited for, not left.
                 if self.burst and wait_s is None:
-                    if self._idle():
+                    if self.books.idle():
                         return
-                    self._freed.wait(0.05)
-                    self._freed.clear()
+                    self.books.freed.wait(0.05)
+                    self.books.freed.clear()
                     continue
                 woken = self._wait_for_work(wait_s, backoff)
         finally:
@@ -375,10 +335,6 @@ class Consumer:
     def _hand_off(self, claims: list[Claim]) -> None:
         for claim in claims:
             self._handoff.put(claim)
-
-    def _idle(self) -> bool:
-        with self._lock:
-            return self._outstanding == 0
 
     def _wait_for_work(self, wait_s: float | None, backoff: Backoff) -> str | None:
         """Block until a wake marker, the stop list, or the next token (a
@@ -430,5 +386,5 @@ class Consumer:
                 self.slots.pop()
                 if not slot.freed:  # the finisher counted it when it recorded the outcome
                     slot.freed = True
-                    self._done_one()
+                    self.books.done_one()
                 claim = slot.next_claim

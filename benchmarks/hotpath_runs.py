@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import time
 
-from benchmarks.harness import PAD, Child, Server, System, wait_until
+from benchmarks.harness import PAD, Child, Server, wait_until
 from benchmarks.probe import count_done
+from benchmarks.systems import System
 from benchmarks.tripcount import CountingProxy, Reader
 
 DRAIN_TIMEOUT_S = 300

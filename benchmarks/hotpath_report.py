@@ -83,7 +83,15 @@ def print_skips(res: Results, prefix: str, setup: bool = True) -> None:
 
 
 def print_tables(res: Results) -> None:
-    """The figures per system, one table per section."""
+    """The figures per system, one table per section that ran."""
+    for section, table in (("drain", _drain), ("count", _count), ("drain", _enqueue),
+                           ("bulk", _bulk), ("late", _late), ("idle", _idle),
+                           ("memory", _memory)):
+        if section in res.sections:
+            table(res)
+
+
+def _drain(res: Results) -> None:
     print("\n1. drain jobs/s, one worker process, no-op jobs (median (range) of the rounds)")
     print(f"  {'system':9}{'concurrency 4':>26}{'concurrency 1':>26}")
     for name in res.names:
@@ -92,6 +100,8 @@ def print_tables(res: Results) -> None:
             print(f"  {name:9}{cells[0]:>26}{cells[1]:>26}")
     print_skips(res, "drain")
 
+
+def _count(res: Results) -> None:
     p_cmds, p_trips = res.probe
     print("\n2. per drained job: server commands (INFO commandstats, script calls inside "
           "included) / round trips\n   (the counting drains, worker through the proxy; the "
@@ -114,6 +124,8 @@ def print_tables(res: Results) -> None:
     print("  (drain/s here is through the proxy, for scale only; section 1 is without it)")
     print_skips(res, "count")
 
+
+def _enqueue(res: Results) -> None:
     print("\n3. enqueue 1-by-1 jobs/s, one client (all the fills of the drains)")
     for name in res.names:
         if res.enqueue.get(name):
@@ -122,12 +134,16 @@ def print_tables(res: Results) -> None:
         print(f"  {'EVALSHA':9}{rate_cell(res.evalsha):>26}   bare EVALSHA of 'return 1' "
               "(3 keys, 5 args), EchoMQ's client")
 
+
+def _bulk(res: Results) -> None:
     print("\n4. bulk enqueue jobs/s (each system's API for many jobs)")
     for name in res.names:
         if res.bulk.get(name):
             print(f"  {name:9}{rate_cell(res.bulk[name]):>26}")
     print_skips(res, "bulk")
 
+
+def _late(res: Results) -> None:
     print("\n5. delayed-job lateness ms (start on the server clock - run-at; pooled samples)")
     print(f"  {'system':9}{'n':>6}{'p50':>8}{'p99':>8}{'max':>8}{'min':>8}{'early':>7}")
     for name in res.names:
@@ -137,11 +153,15 @@ def print_tables(res: Results) -> None:
                   f"{max(late):>8}{min(late):>8}{sum(1 for x in late if x < 0):>7}")
     print_skips(res, "late")
 
+
+def _idle(res: Results) -> None:
     print("\n6. idle runechomq, server commands/s (nothing enqueued)")
     for queues, rate in res.idle.items():
         print(f"  {queues:>2} queue(s) {rate:8.1f}/s   {rate / queues:6.2f}/s per queue")
     print_skips(res, "idle", setup=False)
 
+
+def _memory(res: Results) -> None:
     print("\n7. server memory per scheduled job")
     if res.memory:
         print(f"  {res.memory[0]:.0f} B per job (payload {res.memory[1]} B, used_memory delta)")

@@ -100,9 +100,8 @@ def _rq() -> System:
 
     queue = Queue("bench", connection=redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]))
     rq = [str(BIN / "rq"), "worker", "bench", "-q"]  # --url comes from RQ_REDIS_URL
-    why = ("RQ has no in-process concurrency: its default worker runs one job at a time in "
-           "a forked work horse, and `rq worker-pool -n 4` is 4 worker processes (this "
-           "benchmark gives every system ONE worker process)")
+    why = ("RQ has no in-process concurrency (one job at a time, each in a forked work "
+           "horse); `rq worker-pool -n N` is N worker processes, and each system gets ONE")
     return System(
         name="rq",
         defaults="rq worker --with-scheduler (defaults: forking Worker, scheduler interval 1 s)",

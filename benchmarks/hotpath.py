@@ -14,7 +14,7 @@ interleave the systems; figures are medians of the rounds. Sections:
   enqueue 1-by-1 figure; before each EchoMQ fill, as many bare EVALSHA calls
   from EchoMQ's client: the floor under one enqueue), then drain it with one
   worker process at concurrency 4 and at concurrency 1 (each system's choice
-  is printed). Rate = (jobs - 1) / (last start - first start), server clock.
+  is printed), run as deployed and stopped once every job is counted. Rate = (jobs - 1) / (last start - first start), server clock.
   RQ's default worker forks per job (~70 jobs/s here), so its drain counts the
   first ``--rq-drain-jobs`` (1,000) of the queued jobs; the rate does not
   depend on how many wait.

@@ -109,8 +109,8 @@ def drain(system: System, server: Server, concurrency: int, n_jobs: int, cap: in
     try:
         finished = wait_until(lambda: int(reader.get(done) or 0) >= count or child.exited(),
                               DRAIN_TIMEOUT_S, 0.01)
-        # Read the counters first: the worker goes on (idling, or a burst
-        # worker exiting) while the rest is read.
+        # Read the counters first: the worker goes on idling while the rest
+        # is read.
         trips, connections = proxy.counts() if proxy is not None else (None, None)
         commands = reader.delta()
         ran = int(conn.get(done) or 0)

@@ -38,7 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import Child, Server, header, load_systems, percentile, wait_until  # noqa: E402
+from benchmarks.harness import Child, Server, header, percentile, wait_until  # noqa: E402
+from benchmarks.systems import load_systems  # noqa: E402
 from benchmarks.probe import server_ms  # noqa: E402
 
 START_TIMEOUT_S = 60

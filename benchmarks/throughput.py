@@ -41,7 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import Child, Server, header, load_systems, wait_until  # noqa: E402
+from benchmarks.harness import Child, Server, header, wait_until  # noqa: E402
+from benchmarks.systems import load_systems  # noqa: E402
 
 DRAIN_TIMEOUT_S = 300
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+import redis
 
 from echomq_django import Jobs
+from echomq_django.api import payload
+from echomq_django.connection.resilience import Backoff
 from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.runtime.consumer import Consumer, Retention
 from tests.procs import state_of, wait_for
@@ -87,3 +90,45 @@ def test_a_queue_whose_claim_fails_keeps_the_jobs_earlier_queues_claimed(
             consumer.shutdown(1)
     assert Jobs(conn).get(first, handle.job_id).result_value == 5
     assert "claim failed" in caplog.text and "WRONGTYPE" in caplog.text
+
+
+# -- the hot path (issue 11): finish and fetch, the wake of one queue -------------
+
+
+def _script_calls(client) -> int:
+    stats = client.info("commandstats")
+    return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
+
+
+def test_at_concurrency_1_each_finish_fetches_the_next_job(start_valkey):
+    """A dedicated server, so every script call counted is this consumer's:
+    200 jobs drain in about one script call each (the finish that records a
+    job claims the next), not a claim plus an ack."""
+    url, _ = start_valkey()
+    conn = redis.Redis.from_url(url)
+    queue = "hot"
+    jobs = Jobs(conn)
+    for n in range(200):
+        jobs.enqueue(queue, f"JOB-{n:04d}",
+                     payload.encode("tests.testapp.jobs.add", (n, 1), {}, 65_536))
+    observer = redis.Redis.from_url(url)
+    before = _script_calls(observer)
+    consumer = _consumer(conn, [queue], concurrency=1, burst=True)
+    consumer.start()
+    wait_for(lambda: not consumer.alive(), timeout=30)
+    consumer.shutdown(0)
+    calls = _script_calls(observer) - before
+    assert consumer.processed == 200
+    assert [row.state for row in (jobs.get(queue, f"JOB-{n:04d}") for n in range(200))] \
+        == ["done"] * 200
+    # 200 finishes (the last claims nothing), the first claim, the claims that
+    # find the queue empty at the end, and the heartbeat's few.
+    assert 200 <= calls <= 215, calls
+
+
+def test_a_wake_marker_names_the_queue_that_has_work(conn, redis_client, two_queues):
+    consumer = _consumer(conn, two_queues, concurrency=1)
+    redis_client.lpush(Keyspace(two_queues[1]).wake, "1")
+    assert consumer._wait_for_work(None, Backoff()) == two_queues[1]
+    redis_client.lpush(Keyspace(two_queues[0]).wake, "1")
+    assert consumer._wait_for_work(None, Backoff()) == two_queues[0]

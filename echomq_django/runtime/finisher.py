@@ -7,8 +7,10 @@ in one ``jobs/finish`` per queue, every outcome waiting at that moment (its
 own and those of threads that finished meanwhile), and asks the same call for
 as many new jobs as that frees (a combining send: no thread of its own, no
 hop at concurrency 1, and the busier the process, the more outcomes ride one
-call). The threads whose outcomes it carried are woken with their answers; a
-thread that arrives during a send waits, and the next sender is one of them.
+call). The threads whose outcomes it carried are woken with their answers
+(and the jobs claimed for them); a thread that arrives during a send waits,
+and the first of those is woken to send next. Each waiting thread blocks on
+a lock of its own, so a wake-up is never spurious.
 
 Only the consumer's first queue (the one it serves first) claims in a finish:
 a process serving several queues must not take more of a later queue while
@@ -61,6 +63,8 @@ class _Request:
     state: str | None = None
     error: BaseException | None = None
     done: bool = False
+    #: Held while the request waits for a sender (None: its thread sends).
+    lock: threading.Lock | None = None
 
 
 class Finisher:
@@ -83,7 +87,7 @@ class Finisher:
         self.keep_ms, self.dead_ttl_ms, self.dead_max = keep
         self.hooks = hooks or Hooks()
         self.outage = outage or Outage()
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
         self._waiting: list[_Request] = []
         self._sending = False
 
@@ -102,25 +106,41 @@ class Finisher:
         TypeError for a malformed outcome (a caller bug).
         """
         request = _Request(claim, finish, time.monotonic() + lease_s, slot)
-        with self._cond:
+        with self._mutex:
             self._waiting.append(request)
-            while not request.done:
-                if not self._sending:
-                    self._sending = True
-                    batch, self._waiting = self._waiting, []
-                    break
-                self._cond.wait()
+            if self._sending:
+                request.lock = threading.Lock()
+                request.lock.acquire()
             else:
+                self._sending = True
+        if request.lock is not None:
+            # Released once answered, or to make this thread the next sender.
+            request.lock.acquire()
+            if request.done:
                 return _answer(request)
+        self._send_waiting()
+        return _answer(request)
+
+    def _send_waiting(self) -> None:
+        """Send every waiting outcome, wake their threads with the answers, and
+        hand the sender's role to the first outcome that arrived meanwhile
+        (each wake-up is for a thread that has something to do)."""
+        with self._mutex:
+            batch, self._waiting = self._waiting, []
         try:
             self._send(batch)
         finally:
-            with self._cond:
-                self._sending = False
-                for waiting in batch:
-                    waiting.done = True
-                self._cond.notify_all()
-        return _answer(request)
+            with self._mutex:
+                for request in batch:
+                    request.done = True
+                after = self._waiting[0] if self._waiting else None
+                if after is None:
+                    self._sending = False
+            for request in batch:
+                if request.lock is not None:
+                    request.lock.release()
+            if after is not None:
+                after.lock.release()
 
     def _send(self, batch: list[_Request]) -> None:
         by_queue: dict[str, list[_Request]] = {}

@@ -122,13 +122,12 @@ class Runner:
         if slot is not None:
             slot.lease_ms, slot.timeout_ms = lease_ms, fn.timeout_ms
             slot.max_attempts, slot.policy, slot.path = max_attempts, policy, path
-        context = JobContext(self.jobs, claim, lease_ms=lease_ms, snoozes=claim.snoozes,
-                             scheduled_for_ms=extra.get("scheduled_for"),
-                             missed=extra.get("missed", 0), timeout_ms=fn.timeout_ms,
-                             extra=extra, outage=self.outage,
-                             cancel_flag=None if slot is None else lambda: slot.cancel_requested)
-        if fn.context:
-            kwargs = dict(kwargs, context=context)
+        if fn.context:  # built only for a handler that asked for it
+            kwargs = dict(kwargs, context=JobContext(
+                self.jobs, claim, lease_ms=lease_ms, snoozes=claim.snoozes,
+                scheduled_for_ms=extra.get("scheduled_for"), missed=extra.get("missed", 0),
+                timeout_ms=fn.timeout_ms, extra=extra, outage=self.outage,
+                cancel_flag=None if slot is None else lambda: slot.cancel_requested))
         _fresh_connections()
         try:
             result = fn.fn(*args, **kwargs)

@@ -25,10 +25,10 @@ class _Observed(Metronome):
         super().__init__(*args, **kwargs)
         self.sleeping = threading.Event()
 
-    def sleep_s(self, queue: str) -> float:
-        delay_s = super().sleep_s(queue)
+    def plan(self, queue: str, nudge: bool = False):
+        plan = super().plan(queue, nudge)
         self.sleeping.set()
-        return delay_s
+        return plan
 
 
 def test_the_listener_reports_the_end_of_an_outage_when_it_ends(tmp_path, queue, caplog):

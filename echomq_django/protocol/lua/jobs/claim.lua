@@ -5,8 +5,9 @@
 -- KEYS[2] active   emq:{q}:active (score = lease deadline ms)
 -- KEYS[3] claims   emq:{q}:claims, token -> job id of every held lease
 -- KEYS[4] wake     emq:{q}:wake
--- KEYS[5] beat     emq:{q}:beat, wakes the metronome when a lease is the
---                  earliest deadline (so reap runs on time)
+-- KEYS[5] beat     emq:{q}:beat, wakes the metronome when the deadline is earlier
+--                  than the instant it plans to wake at (so reap runs on time;
+--                  includes/beat.lua)
 -- KEYS[6] paused   emq:{q}:paused, present while the queue is paused
 -- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
 -- ARGV[2] consumer a name for the holder (host:pid), non-empty
@@ -31,6 +32,7 @@
 -- @include base
 -- @include lanes
 -- @include bucket
+-- @include beat
 local bad_key = check_keys({{KEYS[1], 'pending'}, {KEYS[2], 'active'}, {KEYS[3], 'claims'},
   {KEYS[4], 'wake'}, {KEYS[5], 'beat'}, {KEYS[6], 'paused'}}, ARGV[1])
 if bad_key then return bad_key end
@@ -80,7 +82,6 @@ for _, lane in ipairs(redis.call('ZRANGEBYSCORE', base .. 'waiting', '-inf', now
   redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
 end
 
-local head_deadline = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
 local deadline = now + lease_ms
 local claimed = 0
 -- Each turn of the loop claims a job or takes a lane out of the ring (at its
@@ -169,9 +170,7 @@ if claimed < want and out[2] == -1 then
   end
 end
 if claimed > 0 then
-  if head_deadline == nil or deadline < tonumber(head_deadline) then
-    signal(KEYS[5], 1, 1)
-  end
+  mark_beat(KEYS[5], deadline)
   -- Chain the wake-up: while ready work remains, wake one more idle consumer.
   if redis.call('ZCARD', base .. 'ring') > 0 then
     signal(KEYS[4], 1, n[2])

@@ -594,9 +594,10 @@ def test_release_gives_back_the_attempt(jobs, redis_client, queue, ks):
 
 def test_horizon_of_an_empty_queue(jobs, redis_client, queue, server_time_ms):
     before = server_time_ms()
-    now, next_ms, synced, plan_ms, heads = jobs.horizon(queue)
+    now, next_ms, synced, plan_ms, heads, now_us = jobs.horizon(queue)
     after = server_time_ms()
     assert before <= now <= after
+    assert now_us // 1000 == now        # one reading, in microseconds too
     assert next_ms is None and heads == (None, None, None)
     assert synced is False  # no sync of declared schedules wrote its marker
     assert plan_ms is None  # a read: no plan stored

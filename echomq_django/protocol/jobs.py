@@ -42,6 +42,8 @@ class Horizon(NamedTuple):
     plan_ms: int | None = None
     #: The heads of schedule, active and repeat (ms; None for an empty set).
     heads: tuple[int | None, int | None, int | None] = (None, None, None)
+    #: The same reading of the server's clock in Unix microseconds.
+    now_us: int | None = None
 
 
 class Jobs(Leases):
@@ -166,12 +168,12 @@ class Jobs(Leases):
         """
         ks = Keyspace(queue)
         check_int("max_sleep_ms", max_sleep_ms, 0)
-        now, next_ms, synced, plan_ms, *heads = scripts.run(
+        now, next_ms, synced, plan_ms, *heads, now_us = scripts.run(
             self.conn, "queues/horizon",
             [ks.schedule, ks.active, ks.repeat, ks.synced, ks.beat_at, ks.wake, ks.paused],
             [max_sleep_ms, 1 if nudge else 0])
         return Horizon(int(now), _ms(next_ms), synced == 1, _ms(plan_ms),
-                       tuple(_ms(head) for head in heads))
+                       tuple(_ms(head) for head in heads), int(now_us))
 
     # -- control -----------------------------------------------------------
 

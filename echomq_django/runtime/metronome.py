@@ -8,8 +8,10 @@ plan (``emq:{q}:beat_at``), and a script that creates an earlier instant
 pushes a marker onto ``emq:{q}:beat``, which a listener thread per queue
 BLPOPs to cut the sleep short; an instant at or after the plan wakes nobody,
 so the metronome is woken when its next instant moves earlier, never once
-per job. The sleep is a local timed wait measured from the server's reading,
-so it is as precise as the host's timer, not the server's ``hz``. When it
+per job. The sleep is a local timed wait measured from the server's reading
+in microseconds, less half the reply's round trip, so the promote that ends
+it reaches the server at the planned millisecond: as precise as the host's
+timer, not the server's ``hz``. When it
 ends on a planned instant the ticker runs only the steps that are due
 (promote, reap, the registry's pump) and reads the horizon again; when it
 ends on the cap or on a marker it reads the horizon first. An idle queue so
@@ -55,6 +57,9 @@ DEFAULT_RETENTION = Retention(DEFAULT_KEEP_MS, DEFAULT_DEAD_TTL_MS, DEFAULT_DEAD
 MAX_SLEEP_S = 30.0
 #: How long the listener blocks on the beat list before it re-checks stop (s).
 LISTEN_BLOCK_S = 30.0
+#: The most the sleep is shortened by for the half round trip of the
+#: horizon's reply (s): a slow reply must not wake the ticker early.
+MAX_LEAD_S = 0.001
 #: A beat that moved nothing while the horizon still says due (a broken
 #: registry entry no beat can move) sleeps this long before the next (s).
 STUCK_SLEEP_S = 0.01
@@ -77,11 +82,13 @@ Resync = Callable[[], object]
 class Plan(NamedTuple):
     """What the ticker does next for one queue (:meth:`Metronome.plan`)."""
 
-    #: Seconds to sleep (0: beat at once), measured from the horizon's reply.
+    #: Seconds to sleep (0: beat at once), from the horizon's reply.
     delay_s: float
     #: The steps due at the end of the sleep (empty when the sleep ends on
     #: the cap, :data:`MAX_SLEEP_S`: read the horizon again first).
     steps: frozenset[str]
+    #: Something was due at the horizon's reading of the server clock.
+    due: bool = False
 
 
 class Metronome:
@@ -185,14 +192,22 @@ class Metronome:
         after re-syncing a lost registry with every step; else sleep until
         the plan, then run the steps due at it (none when the plan is the
         :data:`MAX_SLEEP_S` cap)."""
+        sent = time.monotonic()
         horizon = self.jobs.horizon(queue, int(MAX_SLEEP_S * 1000), nudge=nudge)
+        answered = time.monotonic()
         if not horizon.synced and self.resync is not None:
             self._resync(queue)
             return Plan(0.0, frozenset(STEPS))
         plan_ms = horizon.plan_ms
         steps = frozenset(step for step, head in zip(STEPS, horizon.heads)
                           if head is not None and head <= plan_ms)
-        return Plan(max(0.0, (plan_ms - horizon.now_ms) / 1000), steps)
+        # The sleep runs from the server's reading in microseconds, less the
+        # half round trip the reply took (the promote that ends the sleep
+        # takes about as long to reach the server): the promote lands at the
+        # planned millisecond, not up to 2 ms past it.
+        lead_s = min((answered - sent) / 2, MAX_LEAD_S)
+        delay_s = (plan_ms * 1000 - horizon.now_us) / 1e6 - lead_s
+        return Plan(max(0.0, delay_s), steps, plan_ms <= horizon.now_ms)
 
     def _resync(self, queue: str) -> None:
         # One sync serves every queue: the tickers of the others wait for it
@@ -234,7 +249,7 @@ class Metronome:
                 continue
             steps = plan.steps
             delay_s = plan.delay_s
-            if delay_s == 0 and moved is not None and not moved and steps:
+            if plan.due and moved is not None and not moved:
                 # Something is due that no beat could move (a broken
                 # registry entry): never spin on it.
                 delay_s = STUCK_SLEEP_S

@@ -15,10 +15,12 @@
 --                  ready lanes exist, the wake list is empty and the queue is
 --                  not paused, push one wake marker.
 -- Returns: {now_ms, next_ms, synced, plan_ms, schedule_head, active_head,
---   repeat_head} where next_ms is the lowest head score of the three sets, or
+--   repeat_head, now_us} where next_ms is the lowest head score of the three sets, or
 --   -1 when all are empty; synced is 1 while the sync marker exists, else 0
 --   (the registry may have been lost); plan_ms is the stored plan, or -1 when
---   max_sleep_ms is 0; each head is its set's lowest score, or -1 when empty.
+--   max_sleep_ms is 0; each head is its set's lowest score, or -1 when empty;
+--   now_us is the same reading of the server clock in microseconds (the
+--   metronome sleeps to plan_ms from it, not from the whole ms).
 -- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
 -- @include args
@@ -30,7 +32,8 @@ local bad_key = check_keys({{KEYS[1], 'schedule'}, {KEYS[2], 'active'}, {KEYS[3]
 if bad_key then return bad_key end
 local n, bad_arg = ints({{ARGV[1], 'max_sleep_ms', 0, MAX_MS}, {ARGV[2], 'nudge', 0, 1}})
 if bad_arg then return bad_arg end
-local now = now_ms()
+local us = now_us()
+local now = math.floor(us / 1000)
 local next_ms = -1
 local heads = {-1, -1, -1}
 for i = 1, 3 do
@@ -54,4 +57,4 @@ if n[2] == 1 and redis.call('EXISTS', queue_root(KEYS[1]) .. 'ring') == 1
     and redis.call('LLEN', KEYS[6]) == 0 and redis.call('EXISTS', KEYS[7]) == 0 then
   signal(KEYS[6], 1, 1)
 end
-return {now, next_ms, redis.call('EXISTS', KEYS[4]), plan, heads[1], heads[2], heads[3]}
+return {now, next_ms, redis.call('EXISTS', KEYS[4]), plan, heads[1], heads[2], heads[3], us}

@@ -35,7 +35,7 @@ log = logging.getLogger("echomq.consumer")
 #: How often a consumer process that runs jobs announces itself (s).
 ANNOUNCE_S = 2.0
 #: How often an idle one does (s): an idle queue costs at most 2 server
-#: commands a second, the announcement included (docs/protocol.md, "Worker").
+#: commands a second, the announcement included (docs/protocol.md, "Consumer").
 IDLE_ANNOUNCE_S = 10.0
 #: How long an announcement lives (ms): three idle announcements, so a
 #: process the admin lists is one that announced within this.

@@ -9,7 +9,7 @@
 -- Returns: the server time of the announcement, ms. A process's first
 --          announcement (the worker hash did not exist) also drops entries
 --          older than ttl_ms from both sets (at most 100 of each per call): a
---          renewal costs six commands, whatever the number of queues.
+--          renewal costs six commands for up to 100 queues (one ZADD per 100).
 -- Note: keys shared by all queues; on Redis Cluster they live in slot of {~}.
 -- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
 --         EMQARG a malformed argument (nothing changes).

@@ -1,5 +1,6 @@
-"""The metronome against a throwaway server that goes away and comes back
-(the session's shared server is never stopped)."""
+"""The metronome: against a throwaway server that goes away and comes back
+(the session's shared server is never stopped), and under runechomq: a
+drain at concurrency 1 never wakes it, and no delayed job starts early."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import time
 
 import redis
 
+from echomq_django import Jobs
 from echomq_django.connection.resilience import Outage
+from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.runtime.metronome import Metronome
 from tests.conftest import start_valkey_server, stop_valkey_server
-from tests.procs import wait_for
+from tests.procs import runechomq, state_of, wait_for
+from tests.testapp import jobs as testjobs
 
 BACK = re.compile(r"the test server is available again after ([0-9.]+) s")
 
@@ -73,11 +77,6 @@ def test_jobs_run_one_after_another_never_wake_the_metronome(conn, queue, redis_
     the earliest deadline and wake the metronome for a whole beat per job.
     Now a claim marks the beat only before the metronome's plan: the plan
     its idle horizon stored (now + 30 s) outlives the drain untouched."""
-    from echomq_django import Jobs
-    from echomq_django.protocol.keyspace import Keyspace
-    from tests.procs import runechomq, state_of
-    from tests.testapp import jobs as testjobs
-
     ks = Keyspace(queue)
     proc = runechomq(queue, "--concurrency", "1")
     worker_procs.append(proc)
@@ -100,10 +99,6 @@ def test_delayed_jobs_never_start_before_their_run_at(conn, queue, redis_client,
     clock no job is claimed before its run-at, instants a millisecond apart
     included. (The lateness bound here only catches a lost wake; the strict
     figures are benchmarks/delayed_latency.py's.)"""
-    from echomq_django import Jobs
-    from tests.procs import runechomq, state_of
-    from tests.testapp import jobs as testjobs
-
     proc = runechomq(queue)
     worker_procs.append(proc)
     warm = testjobs.add.using(queue=queue).enqueue(0, 0)

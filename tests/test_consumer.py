@@ -78,9 +78,10 @@ def test_a_queue_whose_claim_fails_keeps_the_jobs_earlier_queues_claimed(
         conn, redis_client, two_queues, caplog):
     first, second = two_queues
     handle = testjobs.add.using(queue=first).enqueue(2, 3)
-    # The second queue's active set is corrupt: its claim fails every round
-    # with WRONGTYPE, an error that does not pass on its own.
-    redis_client.set(Keyspace(second).active, "not a sorted set")
+    # The second queue's claims index is corrupt: its claim fails every round
+    # with WRONGTYPE (it reads the index first), an error that does not pass
+    # on its own.
+    redis_client.set(Keyspace(second).claims, "not a hash")
     consumer = _consumer(conn, two_queues, concurrency=2)
     with caplog.at_level(logging.ERROR, logger="echomq.consumer"):
         consumer.start()

@@ -8,7 +8,7 @@ import pytest
 
 from echomq_django.exceptions import KindError, StaleTokenError
 from echomq_django.protocol.ids import BrandedId
-from echomq_django import Claim, JobRow, Jobs, Outcome
+from echomq_django import Claim, JobRow, Jobs, Outcome, Queues
 from echomq_django.protocol.keyspace import WAKE_CAP
 from echomq_django.rules import MAX_MS, MIN_RUN_AT_MS
 from echomq_django.protocol.keyspace import Keyspace
@@ -594,12 +594,48 @@ def test_release_gives_back_the_attempt(jobs, redis_client, queue, ks):
 
 def test_horizon_of_an_empty_queue(jobs, redis_client, queue, server_time_ms):
     before = server_time_ms()
-    now, next_ms, synced = jobs.horizon(queue)
+    now, next_ms, synced, plan_ms, heads, now_us = jobs.horizon(queue)
     after = server_time_ms()
     assert before <= now <= after
-    assert next_ms is None
+    assert now_us // 1000 == now        # one reading, in microseconds too
+    assert next_ms is None and heads == (None, None, None)
     assert synced is False  # no sync of declared schedules wrote its marker
+    assert plan_ms is None  # a read: no plan stored
     assert snapshot(redis_client, queue) == {}
+
+
+def test_a_metronome_s_horizon_stores_its_plan(jobs, redis_client, queue, ks, server_time_ms):
+    empty = jobs.horizon(queue, max_sleep_ms=30_000)
+    assert empty.plan_ms == empty.now_ms + 30_000      # nothing due: the longest sleep
+    assert int(redis_client.get(ks.beat_at)) == empty.plan_ms
+    now = server_time_ms()
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 5_000)
+    soon = jobs.horizon(queue, max_sleep_ms=30_000)
+    assert soon.plan_ms == now + 5_000 == soon.heads[0] == soon.next_ms
+    assert int(redis_client.get(ks.beat_at)) == soon.plan_ms
+    jobs.enqueue_at(queue, _new_id(), "{}", MIN_RUN_AT_MS)  # long due
+    due = jobs.horizon(queue, max_sleep_ms=30_000)
+    assert due.next_ms == MIN_RUN_AT_MS and due.plan_ms == due.now_ms  # beat at once
+    # The plan lapses a second after its instant.
+    assert 0 < redis_client.pttl(ks.beat_at) <= 1_000
+
+
+def test_the_horizon_s_nudge_wakes_a_consumer_only_for_work_nobody_was_woken_for(
+        jobs, redis_client, queue, ks):
+    jobs.horizon(queue, nudge=True)                 # nothing ready: nothing to wake
+    assert redis_client.exists(ks.wake) == 0
+    jobs.enqueue(queue, _new_id(), "{}")
+    jobs.horizon(queue, nudge=True)                 # a marker waits already
+    assert redis_client.llen(ks.wake) == 1
+    redis_client.delete(ks.wake)                    # lost (its consumer died)
+    jobs.horizon(queue)                             # no nudge asked: nothing
+    assert redis_client.exists(ks.wake) == 0
+    Queues(jobs.conn).pause(queue)
+    jobs.horizon(queue, nudge=True)                 # paused: nobody may claim
+    assert redis_client.exists(ks.wake) == 0
+    redis_client.delete(ks.paused)
+    jobs.horizon(queue, nudge=True)
+    assert redis_client.lrange(ks.wake, 0, -1) == ["1"]
 
 
 @pytest.mark.parametrize("earliest", ["schedule", "active", "repeat"])
@@ -678,22 +714,31 @@ def test_the_wake_list_never_exceeds_the_cap(jobs, redis_client, queue, ks):
     assert redis_client.zcard(ks.pending) == 500
 
 
-def test_schedule_beats_only_when_the_new_run_at_is_earlier_than_the_head(
+def test_schedule_marks_the_beat_only_for_a_run_at_before_the_metronome_s_plan(
     jobs, redis_client, queue, ks, server_time_ms
 ):
     now = server_time_ms()
-    jobs.enqueue_at(queue, _new_id(), "{}", now + 60_000)       # first head: beat
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 60_000)       # no plan (no metronome): beat
     assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
     redis_client.delete(ks.beat)                                # the metronome took it
-    jobs.enqueue_at(queue, _new_id(), "{}", now + 90_000)       # later: no beat
-    jobs.enqueue_at(queue, _new_id(), "{}", now + 60_000)       # equal: no beat
-    jobs.enqueue_in(queue, _new_id(), "{}", 120_000)            # later: no beat
+    # It reads the horizon (head 60 s on) and plans to wake at its cap, 30 s on.
+    plan = jobs.horizon(queue, max_sleep_ms=30_000).plan_ms
+    assert now + 30_000 <= plan < now + 60_000
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 90_000)       # after the plan: no beat
+    jobs.enqueue_at(queue, _new_id(), "{}", plan)               # at the plan: no beat
+    jobs.enqueue_in(queue, _new_id(), "{}", 120_000)            # after: no beat
     assert redis_client.exists(ks.beat) == 0
-    jobs.enqueue_at(queue, _new_id(), "{}", now + 30_000)       # earlier: beat
+    jobs.enqueue_at(queue, _new_id(), "{}", plan - 1)           # earlier: beat
     assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
     jobs.enqueue_at(queue, _new_id(), "{}", now + 10_000)       # earlier again: still one
     assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
     assert redis_client.exists(ks.wake) == 0                    # schedule never wakes consumers
+    # A plan nobody renews lapses soon after its instant (a metronome that
+    # died): then every instant marks the beat again.
+    assert 30_000 <= redis_client.pttl(ks.beat_at) <= 30_000 + 1_000
+    redis_client.delete(ks.beat, ks.beat_at)                    # as the expiry would
+    jobs.enqueue_at(queue, _new_id(), "{}", now + 90_000)
+    assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
 
 
 def test_claim_chains_a_wake_while_work_remains(jobs, redis_client, queue, ks):
@@ -707,16 +752,33 @@ def test_claim_chains_a_wake_while_work_remains(jobs, redis_client, queue, ks):
     assert redis_client.exists(ks.wake) == 0    # pending is empty: nobody to wake
 
 
-def test_claim_beats_only_when_its_deadline_is_the_earliest(jobs, redis_client, queue, ks):
+def test_claim_and_extend_mark_the_beat_only_for_a_deadline_before_the_plan(
+        jobs, redis_client, queue, ks):
     for _ in range(3):
         jobs.enqueue(queue, _new_id(), "{}")
-    jobs.claim(queue, "w", 60_000)               # first lease: the earliest deadline
+    jobs.claim(queue, "w", 60_000)               # no plan: beat
     assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
     redis_client.delete(ks.beat)
-    jobs.claim(queue, "w", 120_000)              # later than the head: no beat
+    jobs.horizon(queue, max_sleep_ms=30_000)     # the plan: the cap, before the 60 s deadline
+    held = jobs.claim(queue, "w", 120_000)       # after the plan: no beat
+    jobs.extend(queue, held.job_id, held.token, 90_000)
     assert redis_client.exists(ks.beat) == 0
-    jobs.claim(queue, "w", 1_000)                # earlier than the head: beat
+    jobs.extend(queue, held.job_id, held.token, 5_000)     # before: beat
     assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
+    redis_client.delete(ks.beat)
+    jobs.claim(queue, "w", 1_000)                # before: beat
+    assert redis_client.lrange(ks.beat, 0, -1) == ["1"]
+
+
+def test_one_job_after_another_never_wakes_the_sleeping_metronome(jobs, redis_client, queue, ks):
+    # Concurrency 1: each claim's lease is the only one, so it used to be the
+    # new earliest deadline and cost a whole beat per job.
+    jobs.horizon(queue, max_sleep_ms=30_000)     # nothing due: the metronome sleeps 30 s
+    for _ in range(5):
+        jobs.enqueue(queue, _new_id(), "{}")
+        claim = jobs.claim(queue, "w", 30_000)   # the default lease
+        jobs.ack(queue, claim.job_id, claim.token, None)
+    assert redis_client.exists(ks.beat) == 0
 
 
 # -- extend ----------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The metronome against a throwaway server that goes away and comes back
-(the session's shared server is never stopped)."""
+"""The metronome: against a throwaway server that goes away and comes back
+(the session's shared server is never stopped), and under runechomq: a
+drain at concurrency 1 never wakes it, and no delayed job starts early."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import time
 
 import redis
 
+from echomq_django import Jobs
 from echomq_django.connection.resilience import Outage
+from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.runtime.metronome import Metronome
 from tests.conftest import start_valkey_server, stop_valkey_server
-from tests.procs import wait_for
+from tests.procs import runechomq, state_of, wait_for
+from tests.testapp import jobs as testjobs
 
 BACK = re.compile(r"the test server is available again after ([0-9.]+) s")
 
@@ -25,10 +29,10 @@ class _Observed(Metronome):
         super().__init__(*args, **kwargs)
         self.sleeping = threading.Event()
 
-    def sleep_s(self, queue: str) -> float:
-        delay_s = super().sleep_s(queue)
+    def plan(self, queue: str, nudge: bool = False):
+        plan = super().plan(queue, nudge)
         self.sleeping.set()
-        return delay_s
+        return plan
 
 
 def test_the_listener_reports_the_end_of_an_outage_when_it_ends(tmp_path, queue, caplog):
@@ -65,3 +69,46 @@ def test_the_listener_reports_the_end_of_an_outage_when_it_ends(tmp_path, queue,
         probe.close()
         conn.close()
         stop_valkey_server(proc)
+
+
+def test_jobs_run_one_after_another_never_wake_the_metronome(conn, queue, redis_client,
+                                                             server_time_ms, worker_procs):
+    """At concurrency 1 each claim's lease is the only one, so it used to be
+    the earliest deadline and wake the metronome for a whole beat per job.
+    Now a claim marks the beat only before the metronome's plan: the plan
+    its idle horizon stored (now + 30 s) outlives the drain untouched."""
+    ks = Keyspace(queue)
+    proc = runechomq(queue, "--concurrency", "1")
+    worker_procs.append(proc)
+    warm = testjobs.add.using(queue=queue).enqueue(0, 0)
+    wait_for(lambda: state_of(conn, queue, warm.job_id) == "done"
+             and redis_client.exists(ks.beat_at))
+    plan = redis_client.get(ks.beat_at)
+    handles = [testjobs.add.using(queue=queue).enqueue(i, i) for i in range(30)]
+    wait_for(lambda: all(state_of(conn, queue, h.job_id) == "done" for h in handles))
+    assert server_time_ms() < int(plan), "the drain outlasted the plan: nothing to tell"
+    assert redis_client.get(ks.beat_at) == plan      # no horizon was read meanwhile
+    assert redis_client.llen(ks.beat) == 0
+    assert all(Jobs(conn).get(queue, h.job_id).attempts == 1 for h in handles)
+
+
+def test_delayed_jobs_never_start_before_their_run_at(conn, queue, redis_client,
+                                                      server_time_ms, worker_procs):
+    """The metronome sleeps from the horizon's microseconds less half a round
+    trip, so its promote lands at the planned millisecond: on the server
+    clock no job is claimed before its run-at, instants a millisecond apart
+    included. (The lateness bound here only catches a lost wake; the strict
+    figures are benchmarks/delayed_latency.py's.)"""
+    proc = runechomq(queue)
+    worker_procs.append(proc)
+    warm = testjobs.add.using(queue=queue).enqueue(0, 0)
+    wait_for(lambda: state_of(conn, queue, warm.job_id) == "done")
+    base = server_time_ms() + 500
+    offsets = [0, 1, 2, 3, 50, 51, 200, 201, 202, 400]
+    fn = testjobs.add.using(queue=queue)
+    handles = [fn.enqueue_at(base + offset, offset, 0) for offset in offsets]
+    wait_for(lambda: all(state_of(conn, queue, h.job_id) == "done" for h in handles))
+    for handle in handles:
+        row = Jobs(conn).get(queue, handle.job_id)
+        assert row.started_at_ms >= row.run_at_ms, (row.run_at_ms, row.started_at_ms)
+        assert row.started_at_ms - row.run_at_ms < 2_000

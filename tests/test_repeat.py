@@ -15,6 +15,7 @@ import pytest
 from django.test import override_settings
 
 from echomq_django.repeat import registry as repeat_module
+from echomq_django import Jobs
 from echomq_django.protocol import scripts
 from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.repeat import Repeat, RepeatEntry, sync
@@ -324,14 +325,15 @@ def test_advance_is_a_compare_and_set(rep, queue):
     assert rep.advance(queue, "missing", expected_ms=score, next_ms=score) is False
 
 
-def test_a_next_run_earlier_than_the_registry_head_marks_the_beat(
+def test_a_next_run_earlier_than_the_metronome_s_plan_marks_the_beat(
         rep, redis_client, queue, server_time_ms):
-    # The metronome sleeps towards the registry's head; a write that puts an
-    # earlier next run in front of it marks the beat (and only such a write).
+    # The metronome sleeps towards the instant it planned; a write that puts
+    # an earlier next run in front of it marks the beat (and only such a write).
     beat = Keyspace(queue).beat
     now = server_time_ms()
     rep.register(queue, "late", every_ms=HOUR, template={}, start_at_ms=now + 2 * HOUR)
-    assert redis_client.lpop(beat) == "1"  # the first head
+    assert redis_client.lpop(beat) == "1"  # no plan yet: the first head
+    Jobs(redis_client).horizon(queue, max_sleep_ms=3 * HOUR)   # a metronome plans: "late"
     rep.register(queue, "later", every_ms=HOUR, template={}, start_at_ms=now + 3 * HOUR)
     assert redis_client.llen(beat) == 0
     rep.upsert(queue, "later", every_ms=HOUR, template={}, start_at_ms=now + HOUR)
@@ -345,8 +347,10 @@ def test_a_next_run_earlier_than_the_registry_head_marks_the_beat(
     assert rep.advance(queue, "late", expected_ms=rep.get(queue, "late").next_run_ms,
                        next_ms=head - 1)
     assert redis_client.lpop(beat) == "1"
-    # A pump's mint moves a due run past now: never earlier than the head.
+    # A pump's mint moves a due run past now, so past the plan of the pumping
+    # metronome (which read the horizon with that run due: its plan is now).
     force_due(redis_client, queue, "late", now - 10)
+    Jobs(redis_client).horizon(queue, max_sleep_ms=3 * HOUR)
     assert rep.pump(queue) == 1
     assert redis_client.llen(beat) == 0
 

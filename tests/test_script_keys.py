@@ -28,7 +28,8 @@ def _more_calls(conn, redis_client, queue):
     redis_client.zadd(ks.repeat, {"gone": 5})
     return {
         "queues/pause": ([ks.paused], []),
-        "queues/horizon": ([ks.schedule, ks.active, ks.repeat, ks.synced], []),
+        "queues/horizon": ([ks.schedule, ks.active, ks.repeat, ks.synced, ks.beat_at, ks.wake,
+                            ks.paused], [0, 0]),
         "queues/set_limits": ([ks.limits], [3, "", "", "", "", ""]),
         "repeat/due": ([ks.repeat], [10]),
         "repeat/mark_synced": ([ks.synced], []),

@@ -22,7 +22,8 @@ PROTOCOL_SCRIPTS = ["jobs/ack", "jobs/claim", "jobs/dead", "jobs/enqueue", "queu
                     "queues/promote", "queues/reap", "jobs/release", "jobs/retry", "jobs/schedule"]
 SCRIPTS = scripts.script_names()
 #: KEYS header labels that name a Keyspace attribute (``job`` is ``ks.job(id)``).
-KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "claims", "wake", "beat", "job",
+KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "claims", "wake", "beat",
+              "beat_at", "job",
               "repeat_record", "paused", "synced", "limits",
               "workers", "worker", "queues", "bucket"}
 

@@ -38,6 +38,12 @@ class Horizon(NamedTuple):
     next_ms: int | None
     #: Whether the queue's sync marker (``emq:{q}:synced``) exists.
     synced: bool
+    #: The instant stored as the metronome's plan (ms), or None for a read.
+    plan_ms: int | None = None
+    #: The heads of schedule, active and repeat (ms; None for an empty set).
+    heads: tuple[int | None, int | None, int | None] = (None, None, None)
+    #: The same reading of the server's clock in Unix microseconds.
+    now_us: int | None = None
 
 
 class Jobs(Leases):
@@ -146,15 +152,28 @@ class Jobs(Leases):
                            [ks.base, batch, WAKE_CAP, max_stalls, dead_ttl_ms, STATS_TTL_MS,
                             keep_ms, dead_max])
 
-    def horizon(self, queue: str) -> Horizon:
+    def horizon(self, queue: str, max_sleep_ms: int = 0, nudge: bool = False) -> Horizon:
         """Return a :class:`Horizon`: the server's now, the earliest head of
         schedule, active (lease deadlines) and repeat (None when all three are
         empty), and whether the declared schedules' sync marker exists
-        (protocol.md, "horizon")."""
+        (protocol.md, "horizon", "Metronome").
+
+        ``max_sleep_ms`` 0 only reads. A metronome passes its longest sleep
+        (ms, >= 1): the script also stores the instant it will wake at,
+        ``plan_ms`` = min(next_ms, now + max_sleep_ms) (now when something is
+        due), which decides whether later scripts wake it. ``nudge`` pushes
+        one wake marker when ready work exists, no marker waits and the queue
+        is not paused (the safety net for a lost marker). Raises ValueError
+        for a bad queue name or ``max_sleep_ms`` outside 0..2**53.
+        """
         ks = Keyspace(queue)
-        now, next_ms, synced = scripts.run(
-            self.conn, "queues/horizon", [ks.schedule, ks.active, ks.repeat, ks.synced], [])
-        return Horizon(int(now), None if int(next_ms) == -1 else int(next_ms), synced == 1)
+        check_int("max_sleep_ms", max_sleep_ms, 0)
+        now, next_ms, synced, plan_ms, *heads, now_us = scripts.run(
+            self.conn, "queues/horizon",
+            [ks.schedule, ks.active, ks.repeat, ks.synced, ks.beat_at, ks.wake, ks.paused],
+            [max_sleep_ms, 1 if nudge else 0])
+        return Horizon(int(now), _ms(next_ms), synced == 1, _ms(plan_ms),
+                       tuple(_ms(head) for head in heads), int(now_us))
 
     # -- control -----------------------------------------------------------
 
@@ -196,3 +215,7 @@ class Jobs(Leases):
             return None
         return JobRow.from_hash(queue, job_id, scripts.decode_hash(raw))
 
+
+def _ms(value) -> int | None:
+    """A script's ms reply, -1 standing for none."""
+    return None if int(value) == -1 else int(value)

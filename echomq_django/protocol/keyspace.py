@@ -67,8 +67,17 @@ class Keyspace:
 
     @property
     def beat(self) -> str:
-        """LIST of one marker: wakes the metronome when an earlier run-at appears."""
+        """LIST of one marker: wakes the metronome when an instant earlier than
+        its plan (:attr:`beat_at`) appears."""
         return self.base + "beat"
+
+    @property
+    def beat_at(self) -> str:
+        """STRING, server ms: the instant a metronome plans to wake at, stored
+        by the horizon it read and expiring shortly after that instant; a
+        script marks :attr:`beat` only for an instant earlier than it
+        (``lua/includes/beat.lua``)."""
+        return self.base + "beat_at"
 
     @property
     def synced(self) -> str:

@@ -39,9 +39,11 @@ __all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S", "MAX_CONCURR
 
 log = logging.getLogger("echomq.consumer")
 
-#: How long an idle fetcher blocks on the wake lists before it claims again
-#: (a safety net for a lost marker; new work and shutdown wake it at once);
-#: kept under the client's socket timeout (connection.block_timeout_s).
+#: The longest single block of an idle fetcher on the wake lists, kept under
+#: the client's socket timeout (connection.block_timeout_s). One that ends
+#: without a marker blocks again: an idle consumer never claims on a timer
+#: (new work and shutdown wake it at once; the metronome's horizon pushes a
+#: marker should one be lost, docs/protocol.md "Consumer").
 IDLE_BLOCK_S = 30.0
 #: How late a blocking command's timeout may fire: the server checks them on
 #: its cron, every 1000/hz ms (hz 10 by default). A wait for a rate-limit
@@ -338,8 +340,9 @@ class Consumer:
 
     def _wait_for_work(self, wait_s: float | None, backoff: Backoff) -> str | None:
         """Block until a wake marker, the stop list, or the next token (a
-        duration from the claim's server reading) — never longer than
-        IDLE_BLOCK_S (capped under the socket timeout). The last
+        duration from the claim's server reading). Without a token to wait
+        for, a block that times out (IDLE_BLOCK_S, capped under the socket
+        timeout) blocks again, with no claim in between. The last
         SERVER_TICK_S before a token is slept locally; a longer wait returns
         to the claim loop, which blocks again. Returns the queue whose wake
         marker ended the wait, else None."""
@@ -347,16 +350,21 @@ class Consumer:
         timeout = longest if wait_s is None else min(longest, wait_s - SERVER_TICK_S)
         started = time.monotonic()
         try:
-            popped = self.conn.blpop(self.wait_keys, timeout=timeout) if timeout > 0 else None
+            popped = None
+            if wait_s is None:
+                while not popped and not self.stop.is_set():
+                    popped = self.conn.blpop(self.wait_keys, timeout=timeout)
+            elif timeout > 0:
+                popped = self.conn.blpop(self.wait_keys, timeout=timeout)
             if popped:
                 return self._wake_queues.get(popped[0])
+            if wait_s is None:
+                return None
         except Exception as err:  # noqa: BLE001
             if not passing(err):
                 raise
             self.outage.failed(err)
             self.stop.wait(backoff.next_s())
-            return None
-        if wait_s is None:
             return None
         # Sleep locally only through the last tick before the token; a
         # longer wait goes back to claim and block again (a wake marker may

@@ -8,7 +8,10 @@ While handlers run, one thread per consumer process:
   them, which also answers their cancel flags (``context.cancelled`` reads
   them from memory);
 - fails a job that overran its ``timeout_ms`` (reason "timeout");
-- announces the process every :data:`ANNOUNCE_S` (what the admin lists).
+- announces the process (what the admin lists): every :data:`ANNOUNCE_S`
+  while it runs jobs or its busy count changed since the last announcement,
+  every :data:`IDLE_ANNOUNCE_S` while it idles; an announcement lives
+  :data:`ANNOUNCE_TTL_MS`.
 
 A worker that dies (or is paused) stops renewing, and reap returns its jobs
 after the lease (docs/protocol.md, "Lease", "Time limit").
@@ -27,16 +30,22 @@ from ..protocol.presence import Presence
 from .outcome import after_failure
 from .slots import Slot, Slots
 
-__all__ = ["ANNOUNCE_S", "CANCEL_CHECK_S", "LeaseKeeper"]
+__all__ = ["ANNOUNCE_S", "ANNOUNCE_TTL_MS", "CANCEL_CHECK_S", "IDLE_ANNOUNCE_S", "LeaseKeeper"]
 
 log = logging.getLogger("echomq.consumer")
 
-#: How often a consumer process announces itself (s); the announcement lives 5x this.
+#: How often a consumer process that runs jobs announces itself (s).
 ANNOUNCE_S = 2.0
 #: While jobs run, their leases are renewed at least this often (s): the
 #: renewal also reads their cancel flags, so a cancel reaches
 #: ``context.cancelled`` within about this long.
 CANCEL_CHECK_S = 1.0
+#: How often an idle one does (s): an idle queue costs at most 2 server
+#: commands a second, the announcement included (docs/protocol.md, "Consumer").
+IDLE_ANNOUNCE_S = 10.0
+#: How long an announcement lives (ms): three idle announcements, so a
+#: process the admin lists is one that announced within this.
+ANNOUNCE_TTL_MS = 30_000
 
 
 #: Called with a slot whose job overran its time limit, after its outcome
@@ -83,6 +92,7 @@ class LeaseKeeper:
 
     def _loop(self) -> None:
         self._renewed_at = self._announced_at = 0.0
+        self._announced_busy = -1
         while not self.stop.is_set() or len(self.slots):
             try:
                 wait_s = self._beat()
@@ -105,9 +115,11 @@ class LeaseKeeper:
         if now - self._renewed_at >= period_s:
             self._renewed_at = now
             self._renew(running)
-        if now - self._announced_at >= ANNOUNCE_S:
-            self._announced_at = now
-            self.announce(len(running))
+        busy = len(running)
+        idle = busy == 0 and self._announced_busy == 0
+        if now - self._announced_at >= (IDLE_ANNOUNCE_S if idle else ANNOUNCE_S):
+            self._announced_at, self._announced_busy = now, busy
+            self.announce(busy)
         wait_s = min(period_s, ANNOUNCE_S) / 2
         for slot in running:
             if slot.timeout_ms is not None and not slot.timed_out:
@@ -156,7 +168,7 @@ class LeaseKeeper:
         stop the work)."""
         try:
             self.presence.announce(self.name, dict(self.describe(), busy=busy), self.queues,
-                                   ttl_ms=int(ANNOUNCE_S * 5000))
+                                   ttl_ms=ANNOUNCE_TTL_MS)
         except Exception as err:  # noqa: BLE001
             if passing(err):
                 self.outage.failed(err)

@@ -22,8 +22,9 @@ TABS = ("pending", "lanes", "schedule", "active", "dead", "repeat")
 MAX_QUEUES = 100
 MAX_WORKERS = 100
 #: An announcement older than this (ms) is not a live process (lease_keeper.py
-#: announces every 2 s and lets the record expire after 10 s).
-LIVE_MS = 10_000
+#: announces every 2 s while a process runs jobs, every 10 s while it idles,
+#: and lets the record expire after 30 s, ANNOUNCE_TTL_MS).
+LIVE_MS = 30_000
 #: The chart's window: one bar per minute.
 HISTORY_MINUTES = 60
 #: The schedule histogram: BUCKETS buckets of BUCKET_MS over the next hour.

@@ -8,11 +8,14 @@
 -- lease_deadline_ms, snoozes, group} and sets out[2] to the first instant a
 -- token comes due when claiming stopped for want of one (else leaves it).
 -- A repeat with a batch token whose leases are still held appends those
--- leases again (a claim is idempotent). Needs: signal, base, lanes, bucket.
+-- leases again (a claim is idempotent). The metronome's beat is marked only
+-- when the new deadline is earlier than its plan (includes/beat.lua).
+-- Needs: signal, base, lanes, bucket, beat.
 -- @include signal
 -- @include base
 -- @include lanes
 -- @include bucket
+-- @include beat
 local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, now, out)
   local first = #out
 
@@ -51,7 +54,6 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
     redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
   end
 
-  local head_deadline = redis.call('ZRANGE', k.active, 0, 0, 'WITHSCORES')[2]
   local deadline = now + lease_ms
   local claimed = 0
   -- Each turn of the loop claims a job or takes a lane out of the ring (at its
@@ -140,9 +142,7 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
     end
   end
   if claimed > 0 then
-    if head_deadline == nil or deadline < tonumber(head_deadline) then
-      signal(k.beat, 1, 1)
-    end
+    mark_beat(k.beat, deadline)
     -- Chain the wake-up: while ready work remains, wake one more idle
     -- consumer. A marker already waiting wakes one (busy consumers leave it
     -- there), so a busy queue pays one LLEN per claim, not a push.

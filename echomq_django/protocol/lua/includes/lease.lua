@@ -1,8 +1,8 @@
 -- end_lease(row, active, claims, id, token): the job leaves the active set and
 -- loses its token and deadline, so the old holder is fenced out from now on;
 -- the claims index forgets the token; its lane has one job fewer running.
--- Needs: lanes.
--- @include signal
+-- Needs: lanes, beat.
+-- @include beat
 -- @include lanes
 local function end_lease(row, active, claims, id, token)
   redis.call('ZREM', active, id)
@@ -13,12 +13,9 @@ end
 
 -- park(row, schedule, beat, id, score): the job waits on the schedule set at
 -- score (state scheduled, run_at_ms); the metronome's beat is marked when this
--- run-at is earlier than the head it sleeps towards. Needs: signal.
+-- run-at is earlier than the instant it plans to wake at. Needs: beat.
 local function park(row, schedule, beat, id, score)
-  local head = redis.call('ZRANGE', schedule, 0, 0, 'WITHSCORES')
   redis.call('HSET', row, 'state', 'scheduled', 'run_at_ms', score)
   redis.call('ZADD', schedule, score, id)
-  if head[2] == nil or score < tonumber(head[2]) then
-    signal(beat, 1, 1)
-  end
+  mark_beat(beat, score)
 end

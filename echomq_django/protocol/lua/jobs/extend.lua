@@ -6,11 +6,12 @@
 -- so a live job's lease outlasts an OOM that lasts longer than the lease and
 -- reap never takes a job whose holder keeps renewing. Its memory growth is
 -- nil: behind the fence it only overwrites a row's lease_until_ms and the
--- job's existing score in active, and marks the beat list, which holds at
--- most one marker. Every other script is refused under OOM at its first
+-- job's existing score in active, reads the metronome's plan and may mark
+-- the beat list, which holds at most one marker. Every other script is refused under OOM at its first
 -- write that could grow memory (docs/protocol.md, "Faults").
 -- KEYS[1] active   emq:{q}:active
--- KEYS[2] beat     emq:{q}:beat, wakes the metronome when the earliest deadline moves earlier
+-- KEYS[2] beat     emq:{q}:beat, wakes the metronome when the earliest new deadline is
+--                  earlier than the instant it plans to wake at (includes/beat.lua)
 -- KEYS[3...] job   emq:{q}:job:<id>, the row of each lease, in order
 -- ARGV[1...] lease three entries per lease: job_id, token (the one the claim
 --                  returned), lease_ms (the new lease length from now, 1..2^53)
@@ -23,7 +24,7 @@
 --         argument (nothing changes: all are checked first).
 -- @include args
 -- @include now
--- @include signal
+-- @include beat
 -- @include fence
 -- @include base
 local PER = 3
@@ -48,7 +49,6 @@ end
 local bad_key = check_keys(spec)
 if bad_key then return bad_key end
 local now = now_ms()
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local earliest = nil
 local out = {}
 for i = 1, leases do
@@ -66,7 +66,7 @@ for i = 1, leases do
     out[i] = {deadline, redis.call('HGET', row, 'cancel_requested') == '1' and 1 or 0}
   end
 end
-if earliest ~= nil and (head[2] == nil or earliest < tonumber(head[2])) then
-  signal(KEYS[2], 1, 1)
+if earliest ~= nil then
+  mark_beat(KEYS[2], earliest)
 end
 return out

@@ -3,7 +3,8 @@
 -- KEYS[2] active   emq:{q}:active
 -- KEYS[3] claims   emq:{q}:claims, token -> job id of every held lease
 -- KEYS[4] schedule emq:{q}:schedule
--- KEYS[5] beat     emq:{q}:beat, wakes the metronome
+-- KEYS[5] beat     emq:{q}:beat, wakes the metronome when the run-at is earlier than
+--                  the instant it plans to wake at (includes/beat.lua)
 -- ARGV[1] job_id
 -- ARGV[2] token    the token the claim returned
 -- ARGV[3] delay_ms the backoff delay, computed above the wire, 0..2^53

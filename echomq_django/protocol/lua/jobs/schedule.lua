@@ -1,7 +1,8 @@
 -- schedule: admit a job fenced out of pending until its run-at score.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] schedule emq:{q}:schedule
--- KEYS[3] beat     emq:{q}:beat, wakes the metronome
+-- KEYS[3] beat     emq:{q}:beat, wakes the metronome when the run-at is earlier than
+--                  the instant it plans to wake at (includes/beat.lua)
 -- ARGV[1] job_id   must start with JOB
 -- ARGV[2] payload  JSON text
 -- ARGV[3] mode     'at' (ARGV[4] is an absolute run-at ms) or 'in' (a delay ms
@@ -44,6 +45,6 @@ end
 redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now,
   unpack(job_fields(ARGV[5], n[2])))
 -- park marks the metronome's beat only when this run-at is earlier than the
--- head it sleeps towards; a later one is found by the sleep it already has.
+-- instant it plans to wake at; a later one is found by the beat it already has.
 park(KEYS[1], KEYS[2], KEYS[3], ARGV[1], score)
 return 1

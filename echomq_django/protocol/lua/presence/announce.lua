@@ -6,8 +6,10 @@
 -- ARGV[2] ttl_ms   the announcement expires unless renewed within this
 -- ARGV[3] fields   JSON object of the announcement's fields (host, pid, queues, ...)
 -- ARGV[4] queues   JSON array of queue names served
--- Returns: the server time of the announcement, ms. Entries older than ttl_ms
---          are dropped from both sets (at most 100 of each per call).
+-- Returns: the server time of the announcement, ms. A process's first
+--          announcement (the worker hash did not exist) also drops entries
+--          older than ttl_ms from both sets (at most 100 of each per call): a
+--          renewal costs six commands for up to 100 queues (one ZADD per 100).
 -- Note: keys shared by all queues; on Redis Cluster they live in slot of {~}.
 -- Errors: EMQKEY a key that is not the queue's key named above (nothing changes);
 --         EMQARG a malformed argument (nothing changes).
@@ -34,18 +36,30 @@ for k, v in pairs(fields) do
 end
 flat[#flat + 1] = 'heartbeat_ms'
 flat[#flat + 1] = now
-redis.call('HSET', KEYS[2], unpack(flat))
+local first = redis.call('HSET', KEYS[2], unpack(flat)) > 0
 redis.call('PEXPIRE', KEYS[2], ttl_ms)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
+local scored = {}
 for _, q in ipairs(queues) do
-  redis.call('ZADD', KEYS[3], now, q)
+  scored[#scored + 1] = now
+  scored[#scored + 1] = q
+  if #scored >= 200 then
+    redis.call('ZADD', KEYS[3], unpack(scored))
+    scored = {}
+  end
 end
--- Forget announcements nobody renewed, a bounded number per call.
-local stale = now - ttl_ms
-for i = 1, 3, 2 do
-  local old = redis.call('ZRANGE', KEYS[i], '-inf', stale, 'BYSCORE', 'LIMIT', 0, 100)
-  for _, member in ipairs(old) do
-    redis.call('ZREM', KEYS[i], member)
+if #scored > 0 then
+  redis.call('ZADD', KEYS[3], unpack(scored))
+end
+-- Forget announcements nobody renewed, a bounded number per call, when a
+-- process announces itself first (every start sweeps what crashes left).
+if first then
+  local stale = now - ttl_ms
+  for i = 1, 3, 2 do
+    local old = redis.call('ZRANGE', KEYS[i], '-inf', stale, 'BYSCORE', 'LIMIT', 0, 100)
+    for _, member in ipairs(old) do
+      redis.call('ZREM', KEYS[i], member)
+    end
   end
 end
 return now

@@ -6,8 +6,9 @@
 -- KEYS[3] job          emq:{q}:job:<job_id>, the occurrence's row (job:- and untouched when job_id is '')
 -- KEYS[4] pending      emq:{q}:pending
 -- KEYS[5] wake         emq:{q}:wake
--- KEYS[6] beat         emq:{q}:beat, marked when next_ms is the registry's new head
---                      (an advance to an earlier run; never a pump's mint)
+-- KEYS[6] beat         emq:{q}:beat, marked when next_ms is earlier than the instant
+--                      the metronome plans to wake at (includes/beat.lua; never by
+--                      the pumping metronome's own mint, which moves a run past now)
 -- ARGV[1] name
 -- ARGV[2] expected_ms  the registry score the caller read; the CAS compares it
 -- ARGV[3] next_ms      the new score

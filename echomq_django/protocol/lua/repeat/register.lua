@@ -1,7 +1,8 @@
 -- register: add a recurring schedule under a name, idempotently (never a silent overwrite).
 -- KEYS[1] repeat       emq:{q}:repeat, ZSET of names scored by next-run ms
 -- KEYS[2] repeat_record emq:{q}:repeat:<name>, HASH, the definition and bookkeeping
--- KEYS[3] beat         emq:{q}:beat, marked when the next run is the registry's new head
+-- KEYS[3] beat         emq:{q}:beat, marked when the next run is earlier than the
+--                      instant the metronome plans to wake at (includes/beat.lua)
 -- ARGV[1] name
 -- ARGV[2] definition   canonical JSON object text of the whole definition, compared byte for byte
 -- ARGV[3] timing       canonical JSON object text of every_ms, cron, tz, start_at_ms

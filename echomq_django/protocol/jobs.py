@@ -194,5 +194,5 @@ class Jobs(Leases):
         raw = self.conn.hgetall(ks.job(check_job_id(job_id)))
         if not raw:
             return None
-        return JobRow.from_hash(queue, job_id, scripts.decode_hash(raw))
+        return JobRow.from_hash(queue, job_id, raw)
 

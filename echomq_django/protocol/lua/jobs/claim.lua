@@ -31,6 +31,7 @@
 -- @include base
 -- @include lanes
 -- @include bucket
+-- @include payload
 local bad_key = check_keys({{KEYS[1], 'pending'}, {KEYS[2], 'active'}, {KEYS[3], 'claims'},
   {KEYS[4], 'wake'}, {KEYS[5], 'beat'}, {KEYS[6], 'paused'}}, ARGV[1])
 if bad_key then return bad_key end
@@ -55,8 +56,8 @@ for i = 1, want do
   local found = redis.call('HMGET', base .. 'job:' .. held, 'state', 'token', 'payload',
     'attempts', 'lease_until_ms', 'snoozes', 'group')
   if found[1] == 'active' and found[2] == token then
-    out[#out + 1] = {held, token, found[3], tonumber(found[4]), tonumber(found[5]),
-      tonumber(found[6] or '0'), found[7] or ''}
+    out[#out + 1] = {held, token, read_payload(base .. 'job:' .. held), tonumber(found[4]),
+      tonumber(found[5]), tonumber(found[6] or '0'), found[7] or ''}
   end
 end
 if #out > 2 then
@@ -155,7 +156,7 @@ for _ = 1, want + 100 do
         redis.call('HINCRBY', base .. 'lane_active', lane, 1)
       end
       local found = redis.call('HMGET', row, 'payload', 'snoozes')
-      out[#out + 1] = {id, token, found[1], attempts, deadline, tonumber(found[2] or '0'),
+      out[#out + 1] = {id, token, read_payload(row), attempts, deadline, tonumber(found[2] or '0'),
         grouped and lane or ''}
     end
   end

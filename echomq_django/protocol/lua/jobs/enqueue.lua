@@ -29,8 +29,7 @@ local _, bad_payload = json_arg(ARGV[2], 'payload')
 if bad_payload then return bad_payload end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
-redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now_ms(),
-  unpack(job_fields(ARGV[4], n[2])))
-rejoin(KEYS[1], KEYS[2], ARGV[1])
+admit_row(KEYS[1], ARGV[2], now_ms(), ARGV[4], n[2])
+rejoin(KEYS[1], KEYS[2], ARGV[1], ARGV[4], n[2])
 signal(KEYS[3], 1, n[1])
 return 1

@@ -1,5 +1,6 @@
 """scripts: Lua headers, the loader's key/arg checks, NOSCRIPT reload, error codes, base roots."""
 
+import json
 import os
 import re
 import time
@@ -310,6 +311,7 @@ def _base_cases(jobs: Jobs, queue: str):
     to_retry = jobs.claim(queue, "w", 60_000)           # retry would re-park it
     spare = BrandedId.generate()
     jobs.enqueue(queue, spare, "{}")                    # claim would pop it
+    batch = BrandedId.generate()                        # enqueue_many would admit it
     return {
         "jobs/ack": (keys_for("jobs/ack", ks, to_ack.job_id),
                 lambda base: [to_ack.job_id, to_ack.token, "", 60_000, base, 60_000]),
@@ -324,18 +326,26 @@ def _base_cases(jobs: Jobs, queue: str):
         "jobs/dead": (keys_for("jobs/dead", ks, dying.job_id),
                  lambda base: [dying.job_id, dying.token, "failed", "err", base, 60_000, 1,
                                60_000, 60_000]),
-    }, [scheduled, held, waiting, acking, retrying, spare]
+        "jobs/enqueue_many": (keys_for("jobs/enqueue_many", ks),
+                              lambda base: [base, WAKE_CAP, 1, 0, _items(batch)]),
+    }, [scheduled, held, waiting, acking, retrying, spare, batch]
+
+
+def _items(*ids: str) -> str:
+    """enqueue_many's items: each id now, ungrouped, priority 0."""
+    return json.dumps([[job_id, "{}", "", "0", "", "0"] for job_id in ids])
 
 
 def test_the_scripts_taking_a_base_are_the_ones_tested_here():
     # The admin's scripts (admin/*.lua) test their base roots in tests/test_admin.py.
     assert [n for n in SCRIPTS
             if "base" in scripts.source(n).argv and not n.startswith("admin/")] == [
-        "jobs/ack", "jobs/claim", "jobs/dead", "jobs/retry", "queues/promote", "queues/reap"]
+        "jobs/ack", "jobs/claim", "jobs/dead", "jobs/enqueue_many", "jobs/retry",
+        "queues/promote", "queues/reap"]
 
 
 @pytest.mark.parametrize("name", ["jobs/ack", "jobs/claim", "jobs/dead", "queues/promote",
-                                  "queues/reap", "jobs/retry"])
+                                  "queues/reap", "jobs/retry", "jobs/enqueue_many"])
 def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
     conn, redis_client, queue, name
 ):
@@ -361,7 +371,7 @@ def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
 #: ARGV labels that carry a number; each script refuses garbage in them.
 NUMERIC_ARGV = {"keep_ms", "stats_ttl_ms", "delay_ms", "dead_ttl_ms", "dead_max", "lease_ms",
                 "wake_cap", "batch", "max_stalls", "percent", "value", "ttl_ms", "cutoff_ms",
-                "priority", "count"}
+                "priority", "count", "wake", "first"}
 
 
 def _writing_calls(conn, redis_client, queue):
@@ -386,6 +396,8 @@ def _writing_calls(conn, redis_client, queue):
         "jobs/enqueue": ([ks.job(fresh), ks.pending, ks.wake], [fresh, "{}", WAKE_CAP, "g", 5]),
         "jobs/schedule": ([ks.job(fresh), ks.schedule, ks.beat],
                           [fresh, "{}", "in", 10, "g", 5]),
+        "jobs/enqueue_many": ([ks.pending, ks.schedule, ks.wake, ks.beat],
+                              [base, WAKE_CAP, 1, 0, _items(fresh)]),
         "jobs/ack": ([ks.job(a.job_id), ks.active, ks.claims],
                      [a.job_id, a.token, "", 60_000, base, 60_000]),
         "jobs/retry": ([ks.job(r.job_id), ks.active, ks.claims, ks.schedule, ks.beat],
@@ -423,7 +435,8 @@ GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan",
 
 
 def test_every_numeric_argument_is_covered_here():
-    covered = {"jobs/claim", "jobs/enqueue", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze",
+    covered = {"jobs/claim", "jobs/enqueue", "jobs/enqueue_many", "jobs/schedule", "jobs/ack",
+               "jobs/retry", "jobs/snooze",
                "jobs/dead", "jobs/extend", "jobs/progress", "jobs/release", "jobs/cancel",
                "queues/promote", "queues/reap", "queues/resume", "admin/run_now",
                "admin/retry_dead", "admin/retry_all_dead", "admin/purge_dead"}
@@ -434,7 +447,7 @@ def test_every_numeric_argument_is_covered_here():
 
 
 @pytest.mark.parametrize("name", sorted([
-    "jobs/claim", "jobs/enqueue", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
+    "jobs/claim", "jobs/enqueue", "jobs/enqueue_many", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
     "jobs/extend", "jobs/progress", "jobs/release", "jobs/cancel", "queues/promote",
     "queues/reap", "queues/resume", "admin/run_now", "admin/retry_dead",
     "admin/retry_all_dead", "admin/purge_dead"]))

@@ -19,6 +19,11 @@ from typing import Any
 
 from .. import rules
 from ..exceptions import PayloadError, PayloadTooLargeError
+from ..protocol.records import CheckedPayload
+
+# One encoder for every envelope (json.dumps would build one per call). Its
+# output is ASCII (ensure_ascii), so its length is its size in bytes.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def check_json(value: Any, where: str) -> None:
@@ -53,8 +58,18 @@ def check_json(value: Any, where: str) -> None:
         )
 
 
-def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> str:
-    """Return the envelope as JSON text.
+def _plain(value: Any) -> bool:
+    """True for a value that is JSON as it is and needs no walk: None, a
+    bool, an int or an ASCII str (the common argument)."""
+    kind = type(value)
+    return kind is int or kind is bool or value is None or (kind is str and value.isascii())
+
+
+def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> CheckedPayload:
+    """Return the envelope as JSON text, checked once: a
+    :class:`~echomq_django.protocol.records.CheckedPayload`, which ``Jobs``
+    sends without parsing it again. Non-ASCII text is written as ``\\u``
+    escapes, so the text is ASCII.
 
     Raises:
         PayloadError (TypeError): an argument is not plain JSON, nests deeper
@@ -65,18 +80,19 @@ def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> str:
         PayloadTooLargeError (ValueError): the text exceeds ``max_bytes`` (UTF-8).
     """
     for index, arg in enumerate(args):
-        check_json(arg, f"args[{index}]")
+        if not _plain(arg):
+            check_json(arg, f"args[{index}]")
     for key, arg in kwargs.items():
-        rules.check_text("a name in kwargs", key)
-        check_json(arg, f"kwargs[{key!r}]")
-    text = json.dumps({"job": job_path, "args": list(args), "kwargs": kwargs},
-                      separators=(",", ":"), allow_nan=False)
-    size = len(text.encode("utf-8"))
-    if size > max_bytes:
+        if not (type(key) is str and key.isascii()):
+            rules.check_text("a name in kwargs", key)
+        if not _plain(arg):
+            check_json(arg, f"kwargs[{key!r}]")
+    text = _ENCODER.encode({"job": job_path, "args": list(args), "kwargs": kwargs})
+    if len(text) > max_bytes:
         raise PayloadTooLargeError(
-            f"payload is {size} bytes; ECHOMQ['MAX_PAYLOAD_BYTES'] allows {max_bytes}"
+            f"payload is {len(text)} bytes; ECHOMQ['MAX_PAYLOAD_BYTES'] allows {max_bytes}"
         )
-    return text
+    return CheckedPayload(text)
 
 
 def decode(text: str) -> tuple[str, list, dict, dict]:

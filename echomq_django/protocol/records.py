@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Outcome", "Claim", "JobRow", "PAYLOAD_FIELDS", "decode_row"]
+__all__ = ["Outcome", "Claim", "JobRow", "PAYLOAD_FIELDS", "decode_row", "CheckedPayload"]
 
 #: The row fields that hold a job's payload, in order (lua/includes/payload.lua
 #: writes them): ``payload`` alone, or the payload's chunks in ``payload``,
@@ -48,6 +48,18 @@ def decode_row(raw: Mapping) -> dict[str, str]:
             parts.append(chunks[name])
         row["payload"] = (b"" if isinstance(parts[0], bytes) else "").join(parts)
     return {key: _text(value) for key, value in row.items()}
+
+
+class CheckedPayload(str):
+    """JSON text that has passed the payload rule already (what
+    :func:`echomq_django.rules.check_payload_text` checks, within the size
+    limit of the :class:`~echomq_django.protocol.jobs.Jobs` it is given to):
+    ``Jobs`` takes it without parsing it again. The ``@job`` envelope
+    (:func:`echomq_django.api.payload.encode`) is one. Making one checks
+    nothing, so make one only of text that was checked; the scripts still
+    refuse text that is not JSON."""
+
+    __slots__ = ()
 
 
 class Outcome(str, enum.Enum):

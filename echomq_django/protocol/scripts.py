@@ -5,8 +5,10 @@ Scripts are grouped by area (``lua/jobs/``, ``lua/queues/``, ``lua/repeat/``,
 extension: ``"jobs/ack"`` is ``lua/jobs/ack.lua``. Each opens with a header
 naming every KEYS and ARGV entry (``-- KEYS[1] pending ...``) and may pull
 shared helpers from ``lua/includes`` with ``-- @include <name>``; an include
-names the includes it needs the same way, and each is pasted in once. A script is sent once per connection and then
-called by SHA (redis-py's ``Script`` does EVALSHA and reloads on NOSCRIPT).
+names the includes it needs the same way, and each is pasted in once. :func:`run` calls a
+script by its SHA (EVALSHA, the SHA computed once per process) and sends its
+text (SCRIPT LOAD) only when the server answers NOSCRIPT: once per server,
+and again after a SCRIPT FLUSH or a restart.
 A script may open with a shebang, ``#!lua flags=<flag>,...`` (Redis 7 and
 Valkey's script flags; jobs/extend is ``allow-oom``): it must be the file's
 first line, stays first after the includes are pasted in (they come later),
@@ -19,9 +21,8 @@ The codes are listed in ``docs/protocol.md`` ("Error codes").
 
 from __future__ import annotations
 
+import hashlib
 import re
-import threading
-import weakref
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -56,6 +57,16 @@ class ScriptSource:
     argv: tuple[str, ...]
     #: The flags of the script's shebang (``("allow-oom",)``), () without one.
     flags: tuple[str, ...] = ()
+
+    @property
+    def sha(self) -> str:
+        """The SHA1 of the text, as EVALSHA names the script."""
+        return _sha(self.text)
+
+
+@cache
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
 #: The folders of ``lua/`` that hold scripts (``includes/`` holds helpers).
@@ -118,19 +129,11 @@ def script_names() -> list[str]:
                   for p in _lua().joinpath(area).iterdir() if p.name.endswith(".lua"))
 
 
-# redis-py Script objects, one per (client, script): registering computes the
-# SHA once; the first call on each connection loads the text on NOSCRIPT.
-_registered: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
-_registered_lock = threading.Lock()
-
-
 def _script(client: redis.Redis, name: str):
-    with _registered_lock:
-        per_client = _registered.setdefault(client, {})
-        script = per_client.get(name)
-        if script is None:
-            script = per_client[name] = client.register_script(source(name).text)
-        return script
+    """A redis-py ``Script`` of ``name`` on ``client``, for callers that queue
+    a script on a pipeline of their own (tests, benchmarks); :func:`run` does
+    without one."""
+    return client.register_script(source(name).text)
 
 
 def decode(value: Any) -> Any:
@@ -165,9 +168,63 @@ def run(client: redis.Redis, name: str, keys: Sequence[str], args: Sequence[Any]
             f"got {len(keys)} keys and {len(args)} args"
         )
     try:
-        return decode(_script(client, name)(keys=list(keys), args=list(args)))
+        try:
+            reply = client.evalsha(src.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            # The server has not seen the text yet (a new server, a SCRIPT
+            # FLUSH, a restart): send it once and call again. A call refused
+            # with NOSCRIPT ran nothing, so calling again is safe.
+            client.script_load(src.text)
+            reply = client.evalsha(src.sha, len(keys), *keys, *args)
     except redis.ResponseError as err:
         raise translate(err) from None
+    return reply if type(reply) is int else decode(reply)
+
+
+def run_many(client: redis.Redis, name: str,
+             calls: Sequence[tuple[Sequence[str], Sequence[Any]]]) -> list[Any]:
+    """Run script ``name`` once per ``(keys, args)`` of ``calls``, in order, in
+    one round trip (a pipeline without MULTI: each call is atomic on its own,
+    and other clients' commands may run between them). Returns the decoded
+    replies in order.
+
+    A call the server refuses with NOSCRIPT ran nothing: the text is sent and
+    those calls alone run again (a second round trip, once per server).
+
+    Raises:
+        TypeError: a call's ``keys`` or ``args`` do not match the header.
+        KindError, StaleTokenError, StateError, NoSuchJobError, ValueError:
+            the first call that failed returned that error code (the calls
+            after it have run all the same).
+        redis.RedisError: any other server or connection failure.
+    """
+    src = source(name)
+    for keys, args in calls:
+        if len(keys) != len(src.keys) or len(args) != len(src.argv):
+            raise TypeError(f"{name}.lua takes KEYS {list(src.keys)} and ARGV {list(src.argv)}; "
+                            f"got {len(keys)} keys and {len(args)} args")
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    for attempt in range(2):
+        pipe = client.pipeline(transaction=False)
+        for i in todo:
+            keys, args = calls[i]
+            pipe.evalsha(src.sha, len(keys), *keys, *args)
+        answers = pipe.execute(raise_on_error=False)
+        missing = [i for i, answer in zip(todo, answers)
+                   if isinstance(answer, redis.exceptions.NoScriptError)]
+        for i, answer in zip(todo, answers):
+            replies[i] = answer
+        if not missing or attempt:
+            break
+        client.script_load(src.text)
+        todo = missing
+    for reply in replies:
+        if isinstance(reply, redis.ResponseError):
+            raise translate(reply) from None
+        if isinstance(reply, Exception):
+            raise reply
+    return [decode(reply) for reply in replies]
 
 
 def translate(err: redis.ResponseError) -> Exception:

@@ -240,8 +240,10 @@ def test_a_batch_of_10000_in_one_call(conn, redis_client, queue):
     assert outcomes == [Outcome.ENQUEUED] * 10_000
     assert int(redis_client.get(ks.lanes_total)) == 10_000
     assert redis_client.llen(ks.wake) == 1
-    # Ten script calls of 1,000 (sent in one pipeline) and nothing else.
-    assert stats["cmdstat_evalsha"]["calls"] == 10
+    # Ten script calls of 1,000 (sent in one pipeline) and nothing else (a
+    # server of the suite's own: another one counts other clients' calls).
+    if not os.environ.get("ECHOMQ_TEST_URL"):
+        assert stats["cmdstat_evalsha"]["calls"] == 10
     assert jobs.get(queue, items[9_999]["job_id"]).payload == '{"n": 9999}'
 
 

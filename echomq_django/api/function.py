@@ -30,6 +30,9 @@ from .handle import JobHandle
 __all__ = ["JobFunction"]
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+# (client, max payload bytes, Jobs): the last Jobs made, kept while the
+# process's client and the size limit stay the same (one tuple, swapped whole).
+_last_jobs: tuple[Any, int, Jobs] | None = None
 _CALL_KEYS = frozenset({"args", "kwargs", "group", "priority", "delay", "when"})
 
 
@@ -203,9 +206,12 @@ class JobFunction:
     def _jobs_and_id(self) -> tuple[Jobs, str]:
         """The :class:`Jobs` on this process's connection and a fresh
         ``JOB`` id minted on that server's clock (protocol.md, "Ordering")."""
-        conn = get_connection()
-        return (Jobs(conn, max_payload_bytes=get_config().max_payload_bytes),
-                BrandedId.generate("JOB", mint_now_ms(conn)))
+        global _last_jobs
+        conn, max_bytes = get_connection(), get_config().max_payload_bytes
+        kept = _last_jobs
+        if kept is None or kept[0] is not conn or kept[1] != max_bytes:
+            kept = _last_jobs = (conn, max_bytes, Jobs(conn, max_payload_bytes=max_bytes))
+        return kept[2], BrandedId.generate("JOB", mint_now_ms(conn))
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run now of ``fn(*args, **kwargs)``. Returns a JobHandle

@@ -5,7 +5,11 @@ Scripts are grouped by area (``lua/jobs/``, ``lua/queues/``, ``lua/repeat/``,
 extension: ``"jobs/ack"`` is ``lua/jobs/ack.lua``. Each opens with a header
 naming every KEYS and ARGV entry (``-- KEYS[1] pending ...``) and may pull
 shared helpers from ``lua/includes`` with ``-- @include <name>``; an include
-names the includes it needs the same way, and each is pasted in once. :func:`run` calls a
+names the includes it needs the same way, and each is pasted in once; the
+helpers (``local function`` at the start of a line, closed by ``end`` at
+the start of a line) that nothing in the script calls are then left out,
+since the server runs a script's whole text, definitions included, on every
+call. :func:`run` calls a
 script by its SHA (EVALSHA, the SHA computed once per process) and sends its
 text (SCRIPT LOAD) only when the server answers NOSCRIPT: once per server,
 and again after a SCRIPT FLUSH or a restart.
@@ -35,6 +39,8 @@ from .. import exceptions
 _HEADER_ENTRY = re.compile(r"^-- (KEYS|ARGV)\[(\d+)\] (\S+)")
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _SHEBANG = re.compile(r"^#!lua(?: flags=([\w,-]*))?$")
+_DEFINITION = re.compile(r"local function (\w+)\(")
+_COMMENT_LINE = re.compile(r"^\s*--[^\n]*", re.MULTILINE)
 
 #: Server error code (the first word of the reply) -> exception class.
 ERROR_CODES: dict[str, type[Exception]] = {
@@ -99,7 +105,7 @@ def source(name: str) -> ScriptSource:
             if index != len(names[kind]) + 1:
                 raise ValueError(f"{name}.lua: header {kind}[{index}] is out of order")
             names[kind].append(label)
-    text = _expand(raw, set())
+    text = _unused_helpers_out(_expand(raw, set()))
     first, _, rest = text.partition("\n")
     shebang = _SHEBANG.match(first) if first.startswith("#!") else None
     if (first.startswith("#!") and not shebang) or any(
@@ -121,6 +127,34 @@ def _expand(text: str, done: set[str]) -> str:
         return _expand(_read(f"includes/{name}.lua"), done)
 
     return _INCLUDE.sub(paste, text)
+
+
+def _unused_helpers_out(text: str) -> str:
+    """``text`` without the helpers it never calls: a ``local function NAME(``
+    line and its body up to the first unindented line, which must be ``end``
+    (any other shape is kept), whose NAME appears nowhere else outside comment
+    lines. Repeated until none is left, so a helper only a dropped one called
+    goes too."""
+    while True:
+        lines = text.split("\n")
+        blocks = []
+        i = 0
+        while i < len(lines):
+            match = _DEFINITION.match(lines[i])
+            if match:
+                j = i + 1
+                while j < len(lines) and (not lines[j] or lines[j][0].isspace()):
+                    j += 1
+                if j < len(lines) and lines[j] == "end":
+                    blocks.append((match.group(1), i, j))
+                    i = j
+            i += 1
+        code = _COMMENT_LINE.sub("", text)
+        drop = {k for name, first, last in blocks
+                if len(re.findall(rf"\b{name}\b", code)) == 1 for k in range(first, last + 1)}
+        if not drop:
+            return text
+        text = "\n".join(line for k, line in enumerate(lines) if k not in drop)
 
 
 def script_names() -> list[str]:

@@ -2,11 +2,12 @@
 -- enqueue_many). Returns an EMQKIND error reply when the id is not
 -- JOB-namespaced, 0 when its row exists (a duplicate: nothing changes), or
 -- nil when the job may be admitted.
--- admit_row(row, payload, now, group, priority, more): write a new job's row
--- in one HSET: the payload (includes/payload.lua), enqueued_at_ms = now, the
--- group ('' for none) and priority (0 is not written), and `more`, a list of
--- further field/value pairs (or nil). Not the state: rejoin or park writes
--- it. attempts is not written: absent reads as 0 until the first claim.
+-- new_row(payload, now, group, priority, more): the fields of a new job's row
+-- as a list of field/value pairs, for the one HSET that writes them with the
+-- state (rejoin or park_at take it): the payload (includes/payload.lua),
+-- enqueued_at_ms = now, the group ('' for none: not written) and priority (0
+-- is not written), and `more`, further field/value pairs (or nil).
+-- attempts is not written: absent reads as 0 until the first claim.
 -- Needs: args, payload.
 -- @include args
 -- @include payload
@@ -20,12 +21,12 @@ local function admission(row, id)
   return nil
 end
 
-local function admit_row(row, payload, now, group, priority, more)
+local function new_row(payload, now, group, priority, more)
   local fields = job_fields(group, priority)
   fields[#fields + 1] = 'enqueued_at_ms'
   fields[#fields + 1] = now
   for _, value in ipairs(more or {}) do
     fields[#fields + 1] = value
   end
-  redis.call('HSET', row, unpack(payload_fields(payload, fields)))
+  return payload_fields(payload, fields)
 end

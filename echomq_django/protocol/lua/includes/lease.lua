@@ -11,20 +11,21 @@ local function end_lease(row, active, claims, id, token)
   lane_freed(queue_root(active), lane_of(row))
 end
 
--- park_at(row, schedule, id, score): the job waits on the schedule set at
--- score (state scheduled, run_at_ms). The one place a job is parked; the
--- caller marks the beat (park does, enqueue_many once per call).
-local function park_at(row, schedule, id, score)
-  redis.call('HSET', row, 'state', 'scheduled', 'run_at_ms', score)
+-- park_at(row, schedule, id, score, fields): the job waits on the schedule
+-- set at score (state scheduled, run_at_ms; `fields`, or nil: more
+-- field/value pairs for the same HSET, a new row's). The one place a job is
+-- parked; the caller marks the beat (park does, enqueue_many once per call).
+local function park_at(row, schedule, id, score, fields)
+  redis.call('HSET', row, 'state', 'scheduled', 'run_at_ms', score, unpack(fields or {}))
   redis.call('ZADD', schedule, score, id)
 end
 
--- park(row, schedule, beat, id, score): park_at, and the metronome's beat is
--- marked when this run-at is earlier than the head it sleeps towards.
+-- park(row, schedule, beat, id, score, fields): park_at, and the metronome's
+-- beat is marked when this run-at is earlier than the head it sleeps towards.
 -- Needs: signal.
-local function park(row, schedule, beat, id, score)
+local function park(row, schedule, beat, id, score, fields)
   local head = redis.call('ZRANGE', schedule, 0, 0, 'WITHSCORES')
-  park_at(row, schedule, id, score)
+  park_at(row, schedule, id, score, fields)
   if head[2] == nil or score < tonumber(head[2]) then
     signal(beat, 1, 1)
   end

@@ -104,14 +104,14 @@ for i, item in ipairs(checked) do
   if admission(row, id) == 0 then
     out[i] = 0
   else
-    admit_row(row, payload, now, group, priority)
+    local fields = new_row(payload, now, group, priority)
     if mode == '' then
-      rejoin(row, KEYS[1], id, group, priority)
+      rejoin(row, KEYS[1], id, group, priority, fields)
       admitted = admitted + 1
       out[i] = 1
     else
       local score = mode == 'at' and value or math.min(now + value, MAX_MS)
-      park_at(row, KEYS[2], id, score)
+      park_at(row, KEYS[2], id, score, fields)
       if earliest == nil or score < earliest then
         earliest = score
       end

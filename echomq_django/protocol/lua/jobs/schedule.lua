@@ -41,8 +41,7 @@ local score = value
 if ARGV[3] == 'in' then
   score = math.min(now + value, MAX_MS)
 end
-admit_row(KEYS[1], ARGV[2], now, ARGV[5], n[2])
 -- park marks the metronome's beat only when this run-at is earlier than the
 -- head it sleeps towards; a later one is found by the sleep it already has.
-park(KEYS[1], KEYS[2], KEYS[3], ARGV[1], score)
+park(KEYS[1], KEYS[2], KEYS[3], ARGV[1], score, new_row(ARGV[2], now, ARGV[5], n[2]))
 return 1

@@ -14,6 +14,7 @@ docs/protocol.md ("Arguments").
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 from typing import Any
 
@@ -21,9 +22,25 @@ from .. import rules
 from ..exceptions import PayloadError, PayloadTooLargeError
 from ..protocol.records import CheckedPayload
 
-# One encoder for every envelope (json.dumps would build one per call). Its
-# output is ASCII (ensure_ascii), so its length is its size in bytes.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _envelope_encoder():
+    """A compact JSON encoder made once (json.dumps makes one per call): C's
+    when there is one. Its output is ASCII (``\\u`` escapes), so its length
+    is its size in bytes. It skips json's cycle check: :func:`encode` walks
+    every container first (:func:`check_json` finds cycles)."""
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is None:
+        return json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+    chunks = c_make_encoder(None, _refuse, json.encoder.encode_basestring_ascii, None,
+                            ":", ",", False, False, False)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_encode_json = _envelope_encoder()
 
 
 def check_json(value: Any, where: str) -> None:
@@ -87,7 +104,7 @@ def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> CheckedP
             rules.check_text("a name in kwargs", key)
         if not _plain(arg):
             check_json(arg, f"kwargs[{key!r}]")
-    text = _ENCODER.encode({"job": job_path, "args": list(args), "kwargs": kwargs})
+    text = _encode_json({"job": job_path, "args": list(args), "kwargs": kwargs})
     if len(text) > max_bytes:
         raise PayloadTooLargeError(
             f"payload is {len(text)} bytes; ECHOMQ['MAX_PAYLOAD_BYTES'] allows {max_bytes}"

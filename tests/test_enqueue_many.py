@@ -282,7 +282,8 @@ def test_job_function_takes_argument_tuples_and_dicts(conn, redis_client, queue,
     assert [(r.group, r.priority) for r in rows] == [
         ("room", 1), ("room", 1), (None, -3), ("room", 1), ("room", 1), ("room", 1)]
     assert rows[3].run_at_ms >= server_time_ms() + 29_000
-    assert rows[4].run_at_ms == int(when.timestamp() * 1000)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    assert rows[4].run_at_ms == (when - epoch) // dt.timedelta(milliseconds=1)
     # The same rows a single enqueue writes.
     single = fn.enqueue(1, 2).get()
     assert (single.payload, single.group, single.priority) == (

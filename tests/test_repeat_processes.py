@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.protocol.records import decode_row
 from echomq_django.repeat import Repeat
 
 CTX = multiprocessing.get_context("spawn")
@@ -94,7 +95,7 @@ def occurrences(client, queue: str, name: str) -> list[tuple[int, int, int]]:
     ks = Keyspace(queue)
     out = []
     for job_id in client.zrange(ks.pending, 0, -1):
-        row = client.hgetall(ks.job(job_id))
+        row = decode_row(client.hgetall(ks.job(job_id)))  # the payload's chunks joined
         if row.get("repeat") != name:
             continue
         payload = json.loads(row["payload"])

@@ -1,5 +1,6 @@
 """scripts: Lua headers, the loader's key/arg checks, NOSCRIPT reload, error codes, base roots."""
 
+import json
 import os
 import re
 import time
@@ -323,6 +324,7 @@ def _base_cases(jobs: Jobs, queue: str):
     to_finish = jobs.claim(queue, "w", 60_000)          # finish would ack it
     spare = BrandedId.generate()
     jobs.enqueue(queue, spare, "{}")                    # claim would pop it
+    batch = BrandedId.generate()                        # enqueue_many would admit it
     return {
         "jobs/finish": (keys_for("jobs/finish", ks, to_finish.job_id),
                         lambda base: [base, "w", 60_000, WAKE_CAP, "tb", 1, 60_000, 60_000, 10,
@@ -340,19 +342,27 @@ def _base_cases(jobs: Jobs, queue: str):
         "jobs/dead": (keys_for("jobs/dead", ks, dying.job_id),
                  lambda base: [dying.job_id, dying.token, "failed", "err", base, 60_000, 1,
                                60_000, 60_000]),
-    }, [scheduled, held, waiting, acking, retrying, finishing, spare]
+        "jobs/enqueue_many": (keys_for("jobs/enqueue_many", ks),
+                              lambda base: [base, WAKE_CAP, 1, 0, _items(batch)]),
+    }, [scheduled, held, waiting, acking, retrying, finishing, spare, batch]
+
+
+def _items(*ids: str) -> str:
+    """enqueue_many's items: each id now, ungrouped, priority 0."""
+    return json.dumps([[job_id, "{}", "", "0", "", "0"] for job_id in ids])
 
 
 def test_the_scripts_taking_a_base_are_the_ones_tested_here():
     # The admin's scripts (admin/*.lua) test their base roots in tests/test_admin.py.
     assert [n for n in SCRIPTS
             if "base" in scripts.source(n).argv and not n.startswith("admin/")] == [
-        "jobs/ack", "jobs/claim", "jobs/dead", "jobs/finish", "jobs/retry", "queues/promote",
-        "queues/reap"]
+        "jobs/ack", "jobs/claim", "jobs/dead", "jobs/enqueue_many", "jobs/finish", "jobs/retry",
+        "queues/promote", "queues/reap"]
 
 
 @pytest.mark.parametrize("name", ["jobs/ack", "jobs/claim", "jobs/dead", "jobs/finish",
-                                  "queues/promote", "queues/reap", "jobs/retry"])
+                                  "queues/promote", "queues/reap", "jobs/retry",
+                                  "jobs/enqueue_many"])
 def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
     conn, redis_client, queue, name
 ):
@@ -378,7 +388,7 @@ def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
 #: ARGV labels that carry a number; each script refuses garbage in them.
 NUMERIC_ARGV = {"keep_ms", "stats_ttl_ms", "delay_ms", "dead_ttl_ms", "dead_max", "lease_ms",
                 "wake_cap", "batch", "max_stalls", "percent", "value", "ttl_ms", "cutoff_ms",
-                "priority", "count"}
+                "priority", "count", "wake", "first"}
 
 
 def _writing_calls(conn, redis_client, queue):
@@ -406,6 +416,8 @@ def _writing_calls(conn, redis_client, queue):
         "jobs/enqueue": ([ks.job(fresh), ks.pending, ks.wake], [fresh, "{}", WAKE_CAP, "g", 5]),
         "jobs/schedule": ([ks.job(fresh), ks.schedule, ks.beat],
                           [fresh, "{}", "in", 10, "g", 5]),
+        "jobs/enqueue_many": ([ks.pending, ks.schedule, ks.wake, ks.beat],
+                              [base, WAKE_CAP, 1, 0, _items(fresh)]),
         "jobs/ack": ([ks.job(a.job_id), ks.active, ks.claims],
                      [a.job_id, a.token, "", 60_000, base, 60_000]),
         "jobs/retry": ([ks.job(r.job_id), ks.active, ks.claims, ks.schedule, ks.beat],
@@ -447,8 +459,9 @@ GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan",
 
 
 def test_every_numeric_argument_is_covered_here():
-    covered = {"jobs/claim", "jobs/enqueue", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze",
-               "jobs/dead", "jobs/extend", "jobs/finish", "jobs/progress", "jobs/release", "jobs/cancel",
+    covered = {"jobs/claim", "jobs/enqueue", "jobs/enqueue_many", "jobs/schedule", "jobs/ack",
+               "jobs/retry", "jobs/snooze", "jobs/dead", "jobs/extend", "jobs/finish",
+               "jobs/progress", "jobs/release", "jobs/cancel",
                "queues/promote", "queues/reap", "queues/resume", "admin/run_now",
                "admin/retry_dead", "admin/retry_all_dead", "admin/purge_dead"}
     # The registry's and presence's are covered below, limits/take in tests/test_limits.py.
@@ -466,8 +479,9 @@ NUMERIC_TAIL = {"jobs/extend": {2: "lease_ms"}, "jobs/finish": {13: "delay_ms"},
 
 
 @pytest.mark.parametrize("name", sorted([
-    "jobs/claim", "jobs/enqueue", "jobs/schedule", "jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
-    "jobs/extend", "jobs/finish", "jobs/progress", "jobs/release", "jobs/cancel", "queues/promote",
+    "jobs/claim", "jobs/enqueue", "jobs/enqueue_many", "jobs/schedule", "jobs/ack", "jobs/retry",
+    "jobs/snooze", "jobs/dead", "jobs/extend", "jobs/finish", "jobs/progress", "jobs/release",
+    "jobs/cancel", "queues/promote",
     "queues/reap", "queues/resume", "admin/run_now", "admin/retry_dead",
     "admin/retry_all_dead", "admin/purge_dead"]))
 def test_garbage_in_a_numeric_argument_is_refused_before_any_write(

@@ -5,7 +5,8 @@ What ``@job`` (:mod:`echomq_django.api.decorator`) returns. ``enqueue``,
 the function's signature as the worker will call it), mint a ``JOB`` id on
 the server's clock (:func:`~echomq_django.protocol.clock.mint_now_ms`) and
 admit the job through :class:`~echomq_django.protocol.jobs.Jobs`; each returns
-a :class:`~echomq_django.api.handle.JobHandle`.
+a :class:`~echomq_django.api.handle.JobHandle`. ``enqueue_many`` admits a
+batch in one round trip and returns a handle per job.
 """
 
 from __future__ import annotations
@@ -14,17 +15,44 @@ import copy
 import datetime as dt
 import functools
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .. import rules
+from ..conf import get_config
+from ..connection import get_connection
 from ..protocol.clock import mint_now_ms
 from ..protocol.ids import BrandedId
-from ..protocol.jobs import Jobs
+from ..protocol.jobs import MAX_BATCH, Jobs
 from . import backoff as backoff_mod
 from . import payload
 from .handle import JobHandle
 
 __all__ = ["JobFunction"]
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+# (client, max payload bytes, Jobs): the last Jobs made, kept while the
+# process's client and the size limit stay the same (one tuple, swapped whole).
+_last_jobs: tuple[Any, int, Jobs] | None = None
+_CALL_KEYS = frozenset({"args", "kwargs", "group", "priority", "delay", "when"})
+
+
+def _positional_range(signature: inspect.Signature | None,
+                      context: bool) -> tuple[int, int] | None:
+    """``(fewest, most)`` positional arguments a call without keyword
+    arguments may pass, when the signature makes that the whole rule (only
+    positional parameters, and for ``context=True`` a last ``context`` one the
+    worker passes by name); None when only ``Signature.bind`` can tell."""
+    if signature is None:
+        return None
+    params = list(signature.parameters.values())
+    if context:
+        if not params or params[-1].name != "context" or params[-1].kind not in (
+                inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+            return None
+        params = params[:-1]
+    if any(p.kind not in _POSITIONAL for p in params):
+        return None
+    return sum(p.default is p.empty for p in params), len(params)
 
 
 class JobFunction:
@@ -61,6 +89,7 @@ class JobFunction:
             except TypeError as err:
                 raise TypeError(f"@job(context=True) needs {self.path}() to take a context "
                                 f"keyword argument ({err})") from None
+        self._positional = _positional_range(self._signature, self.context)
         if every is not None and cron is not None:
             raise ValueError("@job takes every or cron, not both")
         if (every is not None or cron is not None) and (self.group is not None or self.priority):
@@ -158,6 +187,10 @@ class JobFunction:
         """
         if self._signature is None:
             return
+        # The common call, positional arguments only: a count says it all.
+        if not kwargs and self._positional and (
+                self._positional[0] <= len(args) <= self._positional[1]):
+            return
         if self.context:
             if "context" in kwargs:
                 raise TypeError(f"{self.path}() gets context= from the worker "
@@ -169,8 +202,9 @@ class JobFunction:
             raise TypeError(f"{self.path}() cannot take these arguments: {err}") from None
 
     def _payload(self, args: tuple, kwargs: dict) -> str:
-        from ..conf import get_config
-
+        """The call's envelope, checked once (a CheckedPayload: Jobs does not
+        parse it again), after the arguments are checked against the
+        signature."""
         text = payload.encode(self.path, args, kwargs, get_config().max_payload_bytes)
         self.check_arguments(args, kwargs)
         return text
@@ -178,12 +212,12 @@ class JobFunction:
     def _jobs_and_id(self) -> tuple[Jobs, str]:
         """The :class:`Jobs` on this process's connection and a fresh
         ``JOB`` id minted on that server's clock (protocol.md, "Ordering")."""
-        from ..conf import get_config
-        from ..connection import get_connection
-
-        conn = get_connection()
-        return (Jobs(conn, max_payload_bytes=get_config().max_payload_bytes),
-                BrandedId.generate("JOB", mint_now_ms(conn)))
+        global _last_jobs
+        conn, max_bytes = get_connection(), get_config().max_payload_bytes
+        kept = _last_jobs
+        if kept is None or kept[0] is not conn or kept[1] != max_bytes:
+            kept = _last_jobs = (conn, max_bytes, Jobs(conn, max_payload_bytes=max_bytes))
+        return kept[2], BrandedId.generate("JOB", mint_now_ms(conn))
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run now of ``fn(*args, **kwargs)``. Returns a JobHandle
@@ -227,3 +261,78 @@ class JobFunction:
         jobs, job_id = self._jobs_and_id()
         return JobHandle(self.queue, job_id, jobs.enqueue_at(
             self.queue, job_id, text, run_at_ms, group=self.group, priority=self.priority))
+
+    def enqueue_many(self, calls: Iterable[Any]) -> list[JobHandle]:
+        """Enqueue a batch of runs in one round trip
+        (:meth:`Jobs.enqueue_many <echomq_django.protocol.jobs.Jobs.enqueue_many>`;
+        docs/protocol.md, "enqueue_many"). Returns a JobHandle per call, in
+        order (outcome ``"enqueued"`` or ``"scheduled"``).
+
+        Each item of ``calls`` is one run of the function, as
+        ``multiprocessing.Pool.starmap`` and Celery's ``starmap`` take them:
+
+        - a tuple (or list) of positional arguments: ``send.enqueue_many([(1,),
+          (2,)])`` runs ``send(1)`` and ``send(2)``;
+        - or a dict, for keyword arguments and per-job options (BullMQ's
+          ``addBulk`` takes the same shape): ``args`` (a tuple or list),
+          ``kwargs`` (a dict), ``group`` and ``priority`` (as :meth:`using`;
+          default: this job's), and at most one of ``delay`` (a timedelta or
+          ms from now on the SERVER clock, as :meth:`enqueue_in`) or ``when``
+          (an aware datetime or Unix ms, as :meth:`enqueue_at`).
+
+        All calls go to this job's queue (:meth:`using` picks another). Ids
+        are minted in order, so runs of one lane at one priority are claimed
+        in the order given. At most 100,000 calls; none returns ``[]``.
+
+        Raises, before anything is written, the errors :meth:`enqueue`,
+        :meth:`enqueue_in` and :meth:`enqueue_at` raise, naming the call
+        (``"calls[3]: args[0] is a datetime, ..."``); TypeError for an item
+        that is neither a tuple, a list nor a dict, or a dict with another
+        key; ValueError for both ``delay`` and ``when``, or too many calls.
+        """
+        config = get_config()
+        calls = list(calls)
+        if len(calls) > MAX_BATCH:
+            raise ValueError(f"calls must hold at most {MAX_BATCH} runs, got {len(calls)}")
+        items = []
+        for index, call in enumerate(calls):
+            try:
+                items.append(self._bulk_item(call, config.max_payload_bytes))
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"calls[{index}]: {err}") from None
+        conn = get_connection()
+        for item in items:
+            item["job_id"] = BrandedId.generate("JOB", mint_now_ms(conn))
+        outcomes = Jobs(conn, max_payload_bytes=config.max_payload_bytes).enqueue_many(
+            self.queue, items)
+        return [JobHandle(self.queue, item["job_id"], outcome)
+                for item, outcome in zip(items, outcomes)]
+
+    def _bulk_item(self, call: Any, max_bytes: int) -> dict:
+        """One call of :meth:`enqueue_many`, checked, as a Jobs.enqueue_many
+        item (without its id)."""
+        if isinstance(call, (tuple, list)):
+            args, kwargs, spec = tuple(call), {}, {}
+        elif isinstance(call, dict):
+            if not _CALL_KEYS.issuperset(call):
+                raise TypeError(f"takes args, kwargs, group, priority, delay or when; got the "
+                                f"keys {sorted(map(str, call))}")
+            spec, args, kwargs = call, call.get("args", ()), call.get("kwargs", {})
+            if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
+                raise TypeError("args must be a tuple or list and kwargs a dict, got "
+                                f"{type(args).__name__} and {type(kwargs).__name__}")
+            args = tuple(args)
+        else:
+            raise TypeError("must be a tuple of arguments or a dict of args, kwargs and "
+                            f"options, got {type(call).__name__}")
+        item = {"payload": payload.encode(self.path, args, kwargs, max_bytes),
+                "group": rules.check_group(spec["group"]) if "group" in spec else self.group,
+                "priority": rules.check_priority(spec.get("priority", self.priority))}
+        self.check_arguments(args, kwargs)
+        if spec.get("delay") is not None and spec.get("when") is not None:
+            raise ValueError("takes delay or when, not both")
+        if spec.get("delay") is not None:
+            item["delay_ms"] = rules.to_ms("delay", spec["delay"], low=0)
+        elif spec.get("when") is not None:
+            item["run_at_ms"] = rules.to_run_at_ms("when", spec["when"])
+        return item

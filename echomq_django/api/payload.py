@@ -14,11 +14,33 @@ docs/protocol.md ("Arguments").
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 from typing import Any
 
 from .. import rules
 from ..exceptions import PayloadError, PayloadTooLargeError
+from ..protocol.records import CheckedPayload
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _envelope_encoder():
+    """A compact JSON encoder made once (json.dumps makes one per call): C's
+    when there is one. Its output is ASCII (``\\u`` escapes), so its length
+    is its size in bytes. It skips json's cycle check: :func:`encode` walks
+    every container first (:func:`check_json` finds cycles)."""
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is None:
+        return json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+    chunks = c_make_encoder(None, _refuse, json.encoder.encode_basestring_ascii, None,
+                            ":", ",", False, False, False)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_encode_json = _envelope_encoder()
 
 
 def check_json(value: Any, where: str) -> None:
@@ -53,8 +75,18 @@ def check_json(value: Any, where: str) -> None:
         )
 
 
-def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> str:
-    """Return the envelope as JSON text.
+def _plain(value: Any) -> bool:
+    """True for a value that is JSON as it is and needs no walk: None, a
+    bool, an int or an ASCII str (the common argument)."""
+    kind = type(value)
+    return kind is int or kind is bool or value is None or (kind is str and value.isascii())
+
+
+def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> CheckedPayload:
+    """Return the envelope as JSON text, checked once: a
+    :class:`~echomq_django.protocol.records.CheckedPayload`, which ``Jobs``
+    sends without parsing it again. Non-ASCII text is written as ``\\u``
+    escapes, so the text is ASCII.
 
     Raises:
         PayloadError (TypeError): an argument is not plain JSON, nests deeper
@@ -65,18 +97,19 @@ def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> str:
         PayloadTooLargeError (ValueError): the text exceeds ``max_bytes`` (UTF-8).
     """
     for index, arg in enumerate(args):
-        check_json(arg, f"args[{index}]")
+        if not _plain(arg):
+            check_json(arg, f"args[{index}]")
     for key, arg in kwargs.items():
-        rules.check_text("a name in kwargs", key)
-        check_json(arg, f"kwargs[{key!r}]")
-    text = json.dumps({"job": job_path, "args": list(args), "kwargs": kwargs},
-                      separators=(",", ":"), allow_nan=False)
-    size = len(text.encode("utf-8"))
-    if size > max_bytes:
+        if not (type(key) is str and key.isascii()):
+            rules.check_text("a name in kwargs", key)
+        if not _plain(arg):
+            check_json(arg, f"kwargs[{key!r}]")
+    text = _encode_json({"job": job_path, "args": list(args), "kwargs": kwargs})
+    if len(text) > max_bytes:
         raise PayloadTooLargeError(
-            f"payload is {size} bytes; ECHOMQ['MAX_PAYLOAD_BYTES'] allows {max_bytes}"
+            f"payload is {len(text)} bytes; ECHOMQ['MAX_PAYLOAD_BYTES'] allows {max_bytes}"
         )
-    return text
+    return CheckedPayload(text)
 
 
 def decode(text: str) -> tuple[str, list, dict, dict]:

@@ -65,9 +65,10 @@ class ServerClock:
         self.refresh_ns = int(refresh_s * 1e9)
         self.samples = samples
         self._lock = threading.Lock()
-        self._offset_ns: int | None = None  # server ns - local wall ns
-        self._measured_ns = 0  # time.monotonic_ns() at the measurement
-        self._anchor_ns = 0  # time.time_ns() - time.monotonic_ns() then
+        # (offset: server ns - local wall ns, time.monotonic_ns() at the
+        # measurement, time.time_ns() - time.monotonic_ns() then), or None:
+        # one tuple, replaced whole, so a reader needs no lock.
+        self._kept: tuple[int, int, int] | None = None
         self.round_trip_ns: int | None = None  # the winning round trip
 
     def now_ms(self, conn) -> int:
@@ -77,14 +78,12 @@ class ServerClock:
         Raises whatever ``conn.time()`` raises (``redis.RedisError``).
         """
         wall, mono = time.time_ns(), time.monotonic_ns()
-        with self._lock:
-            offset = self._offset_ns
-            fresh = (offset is not None and mono - self._measured_ns < self.refresh_ns
-                     and abs(wall - mono - self._anchor_ns) < STEP_NS)
-        if not fresh:
-            offset = self.measure(conn)
-            wall = time.time_ns()
-        return (wall + offset) // 1_000_000
+        kept = self._kept
+        if (kept is not None and mono - kept[1] < self.refresh_ns
+                and abs(wall - mono - kept[2]) < STEP_NS):
+            return (wall + kept[0]) // 1_000_000
+        offset = self.measure(conn)
+        return (time.time_ns() + offset) // 1_000_000
 
     def measure(self, conn) -> int:
         """Measure the offset now (``samples`` round trips on ``conn``), keep
@@ -103,8 +102,8 @@ class ServerClock:
                 best = (trip, server_ns - (wall0 + trip // 2), wall0 - mono0)
         trip, offset, anchor = best
         with self._lock:
-            self._offset_ns, self._anchor_ns, self.round_trip_ns = offset, anchor, trip
-            self._measured_ns = time.monotonic_ns()
+            self._kept = (offset, time.monotonic_ns(), anchor)
+            self.round_trip_ns = trip
         return offset
 
 
@@ -123,10 +122,12 @@ def mint_now_ms(conn) -> int:
     Raises whatever ``conn.time()`` raises (``redis.RedisError``).
     """
     try:
-        with _clocks_lock:
-            clock = _clocks.get(conn)
-            if clock is None:
-                clock = _clocks[conn] = ServerClock()
+        clock = _clocks.get(conn)
+        if clock is None:
+            with _clocks_lock:
+                clock = _clocks.get(conn)
+                if clock is None:
+                    clock = _clocks[conn] = ServerClock()
     except TypeError:  # a client that takes no weak reference: measure each time
         clock = ServerClock(samples=1)
     return clock.now_ms(conn)

@@ -13,9 +13,11 @@ defaults in :mod:`.defaults`. Queue-wide control (pause, resume) is
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import json
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from .. import rules
+from ..exceptions import KindError
 from ..rules import check_int, check_job_id
 from . import scripts
 from .defaults import (DEFAULT_DEAD_MAX, DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS,
@@ -23,10 +25,20 @@ from .defaults import (DEFAULT_DEAD_MAX, DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS,
 from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
 from .leases import Leases
 from .queues import Queues
-from .records import JobRow, Outcome
+from .records import CheckedPayload, JobRow, Outcome
 
-__all__ = ["Jobs", "Horizon", "DEFAULT_KEEP_MS", "DEFAULT_DEAD_TTL_MS", "DEFAULT_DEAD_MAX",
+__all__ = ["Jobs", "Horizon", "MAX_BATCH", "DEFAULT_KEEP_MS", "DEFAULT_DEAD_TTL_MS", "DEFAULT_DEAD_MAX",
            "DEFAULT_MAX_STALLS", "DEFAULT_MAX_PAYLOAD_BYTES"]
+
+
+#: Most jobs one enqueue_many takes (protocol.md, "Arguments": batches).
+MAX_BATCH = 100_000
+#: One enqueue_many script call takes at most this many jobs, and stops adding
+#: jobs past this many bytes of payload, so no call holds the server long.
+CALL_ITEMS = 1000
+CALL_BYTES = 1 << 20
+_ITEM_KEYS = frozenset({"job_id", "payload", "group", "priority", "delay_ms", "run_at_ms"})
+_OUTCOMES = {1: Outcome.ENQUEUED, 2: Outcome.SCHEDULED, 0: Outcome.DUPLICATE}
 
 
 class Horizon(NamedTuple):
@@ -79,7 +91,8 @@ class Jobs(Leases):
         """
         ks = Keyspace(queue)
         check_job_id(job_id)
-        rules.check_payload_text(payload, self.max_payload_bytes)
+        if type(payload) is not CheckedPayload:
+            rules.check_payload_text(payload, self.max_payload_bytes)
         group, priority = rules.check_group(group), rules.check_priority(priority)
         done = scripts.run(self.conn, "jobs/enqueue", [ks.job(job_id), ks.pending, ks.wake],
                            [job_id, payload, WAKE_CAP, group or "", priority])
@@ -114,11 +127,101 @@ class Jobs(Leases):
     def _schedule(self, queue, job_id, payload, mode, value, group, priority) -> Outcome:
         ks = Keyspace(queue)
         check_job_id(job_id)
-        rules.check_payload_text(payload, self.max_payload_bytes)
+        if type(payload) is not CheckedPayload:
+            rules.check_payload_text(payload, self.max_payload_bytes)
         group, priority = rules.check_group(group), rules.check_priority(priority)
         done = scripts.run(self.conn, "jobs/schedule", [ks.job(job_id), ks.schedule, ks.beat],
                            [job_id, payload, mode, value, group or "", priority])
         return Outcome.SCHEDULED if done == 1 else Outcome.DUPLICATE
+
+    def enqueue_many(self, queue: str, items: Iterable[Mapping[str, Any]]) -> list[Outcome]:
+        """Admit a batch of jobs in one round trip (protocol.md, "enqueue_many").
+
+        ``items``: mappings, each with ``job_id`` (a JOB id) and ``payload``
+        (JSON text), and optionally ``group`` (None: the ungrouped lane),
+        ``priority`` (-100..100, default 0) and one of ``delay_ms`` (>= 0, on
+        the SERVER clock, as :meth:`enqueue_in`) or ``run_at_ms`` (Unix ms, as
+        :meth:`enqueue_at`): with neither the job is enqueued now; with one it
+        goes to ``schedule``. At most :data:`MAX_BATCH` (100,000) items; none
+        answers ``[]`` without a round trip.
+
+        Returns one :class:`Outcome` per item, in order: ``"enqueued"``,
+        ``"scheduled"``, or ``"duplicate"`` when the id's row exists, or when
+        an earlier item of the batch has the same id (only the first is
+        admitted; nothing changes for the others), as sending them one by
+        one would answer. One wake marker for the batch, not one per job.
+
+        Every item is checked before anything is sent; the error names the
+        item and the rule (``"items[3]: priority must be in -100..100, got
+        500"``) and nothing of the batch is written. Raises KindError for an
+        id that is not JOB-namespaced; TypeError for an item that is not a
+        mapping, lacks ``job_id`` or ``payload``, has another key, or holds
+        a value of the wrong type; ValueError for a value that breaks its
+        rule, both ``delay_ms`` and ``run_at_ms``, or too many items;
+        PayloadTooLargeError over the size limit. The server checks each
+        item again. A batch over 1,000 jobs (or 1 MiB of payloads) is sent
+        as several script calls in the one round trip: should one fail on
+        the server (out of memory), the calls before it stay written; the
+        batch sent again answers ``"duplicate"`` for those.
+        """
+        ks = Keyspace(queue)
+        items = list(items)
+        if len(items) > MAX_BATCH:
+            raise ValueError(f"items must hold at most {MAX_BATCH} jobs, got {len(items)}")
+        checked = [self._item(index, item) for index, item in enumerate(items)]
+        if not checked:
+            return []
+        # Bounded calls, all in one pipeline; the last one pushes the wake marker.
+        bounds, start, size = [], 0, 0
+        for index, item in enumerate(checked):
+            if index > start and (index - start >= CALL_ITEMS or size + item[-1] > CALL_BYTES):
+                bounds.append((start, index))
+                start, size = index, 0
+            size += item[-1]
+        bounds.append((start, len(checked)))
+        keys = [ks.pending, ks.schedule, ks.wake, ks.beat]
+        # 2: the earlier calls may have admitted jobs to their lanes.
+        last_wake = 2 if any(c[4] == "" for c in checked[:bounds[-1][0]]) else 1
+        calls = []
+        for start, stop in bounds:
+            wake = last_wake if stop == len(checked) else 0
+            text = json.dumps([c[:-1] for c in checked[start:stop]], ensure_ascii=False,
+                              separators=(",", ":"))
+            calls.append((keys, [ks.base, WAKE_CAP, wake, start, text]))
+        codes = [code for reply in scripts.run_many(self.conn, "jobs/enqueue_many", calls)
+                 for code in reply]
+        return [_OUTCOMES[int(code)] for code in codes]
+
+    def _item(self, index: int, item: Any) -> list:
+        """One enqueue_many item, checked, as the script takes it (six
+        strings) plus its payload's size in bytes."""
+        try:
+            if not isinstance(item, Mapping):
+                raise TypeError(f"must be a mapping with job_id and payload, "
+                                f"got {type(item).__name__}")
+            if not _ITEM_KEYS.issuperset(item) or "job_id" not in item or "payload" not in item:
+                raise TypeError(f"takes job_id, payload and optionally group, priority, "
+                                f"delay_ms or run_at_ms; got the keys {sorted(map(str, item))}")
+            job_id, payload = check_job_id(item["job_id"]), item["payload"]
+            if not job_id.startswith("JOB"):
+                raise KindError(f"job_id must be JOB-namespaced, got {job_id!r}")
+            if type(payload) is not CheckedPayload:
+                rules.check_payload_text(payload, self.max_payload_bytes)
+            group = rules.check_group(item.get("group"))
+            priority = rules.check_priority(item.get("priority", 0))
+            delay_ms, run_at_ms = item.get("delay_ms"), item.get("run_at_ms")
+            if delay_ms is not None and run_at_ms is not None:
+                raise ValueError("takes delay_ms or run_at_ms, not both")
+            if delay_ms is not None:
+                mode, value = "in", check_int("delay_ms", delay_ms, 0)
+            elif run_at_ms is not None:
+                mode, value = "at", rules.check_run_at_ms("run_at_ms", run_at_ms)
+            else:
+                mode, value = "", 0
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"items[{index}]: {err}") from None
+        size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
+        return [job_id, payload, group or "", str(priority), mode, str(value), size]
 
     # -- the metronome's work --------------------------------------------
 
@@ -213,7 +316,7 @@ class Jobs(Leases):
         raw = self.conn.hgetall(ks.job(check_job_id(job_id)))
         if not raw:
             return None
-        return JobRow.from_hash(queue, job_id, scripts.decode_hash(raw))
+        return JobRow.from_hash(queue, job_id, raw)
 
 
 def _ms(value) -> int | None:

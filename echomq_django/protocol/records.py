@@ -1,7 +1,8 @@
 """The typed answers of the protocol: what an admission did, a claim, a job row.
 
-Rows are stored as hashes (``emq:{q}:job:<id>``; docs/protocol.md, "Job row");
-:meth:`JobRow.from_hash` types them once, here.
+Rows are stored as hashes (``emq:{q}:job:<id>``; docs/protocol.md, "The job
+row"); :func:`decode_row` reads one back (the payload's chunks joined) and
+:meth:`JobRow.from_hash` types it, here.
 """
 
 from __future__ import annotations
@@ -9,9 +10,57 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["Outcome", "Claim", "Finish", "Renewal", "JobRow"]
+__all__ = ["Outcome", "Claim", "Finish", "Renewal", "JobRow", "PAYLOAD_FIELDS", "decode_row",
+           "CheckedPayload"]
+
+#: The row fields that hold a job's payload, in order (lua/includes/payload.lua
+#: writes them): ``payload`` alone, or the payload's chunks in ``payload``,
+#: ``payload.2``, ... ``payload.9`` (docs/protocol.md, "The job row").
+PAYLOAD_FIELDS = ("payload",) + tuple(f"payload.{i}" for i in range(2, 10))
+_CHUNK_FIELDS = frozenset(PAYLOAD_FIELDS[1:])
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def decode_row(raw: Mapping) -> dict[str, str]:
+    """A job row as HGETALL returns it (bytes or str) as a dict of str, with
+    the payload's chunks joined into one ``payload`` (the chunk fields are
+    gone). Chunks are joined as the bytes they are before the whole is
+    decoded, so a chunk's edge can never cut a character, whoever wrote the
+    row. The one place Python rebuilds a payload from a row; an empty row is
+    an empty dict. Raises UnicodeDecodeError for a value that is not UTF-8."""
+    row: dict[str, Any] = {}
+    chunks: dict[str, Any] = {}
+    for key, value in raw.items():
+        key = _text(key)
+        if key in _CHUNK_FIELDS:
+            chunks[key] = value
+        else:
+            row[key] = value
+    if chunks and "payload" in row:
+        parts = [row["payload"]]
+        for name in PAYLOAD_FIELDS[1:]:
+            if name not in chunks:
+                break
+            parts.append(chunks[name])
+        row["payload"] = (b"" if isinstance(parts[0], bytes) else "").join(parts)
+    return {key: _text(value) for key, value in row.items()}
+
+
+class CheckedPayload(str):
+    """JSON text that has passed the payload rule already (what
+    :func:`echomq_django.rules.check_payload_text` checks, within the size
+    limit of the :class:`~echomq_django.protocol.jobs.Jobs` it is given to):
+    ``Jobs`` takes it without parsing it again. The ``@job`` envelope
+    (:func:`echomq_django.api.payload.encode`) is one. Making one checks
+    nothing, so make one only of text that was checked; the scripts still
+    refuse text that is not JSON."""
+
+    __slots__ = ()
 
 
 class Outcome(str, enum.Enum):
@@ -127,7 +176,11 @@ class JobRow:
         return json.loads(self.result) if self.result else None
 
     @classmethod
-    def from_hash(cls, queue: str, job_id: str, raw: dict[str, str]) -> "JobRow":
+    def from_hash(cls, queue: str, job_id: str, raw: Mapping) -> "JobRow":
+        """The row of ``job_id`` from its HGETALL reply (bytes or str;
+        :func:`decode_row` joins the payload). Absent fields take their
+        defaults (``attempts`` 0: a job never claimed has none stored)."""
+        raw = decode_row(raw)
         known = {f for f in cls.__dataclass_fields__ if f not in ("queue", "job_id", "extra")}
         values: dict[str, Any] = {}
         extra: dict[str, str] = {}

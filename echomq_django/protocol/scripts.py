@@ -5,8 +5,14 @@ Scripts are grouped by area (``lua/jobs/``, ``lua/queues/``, ``lua/repeat/``,
 extension: ``"jobs/ack"`` is ``lua/jobs/ack.lua``. Each opens with a header
 naming every KEYS and ARGV entry (``-- KEYS[1] pending ...``) and may pull
 shared helpers from ``lua/includes`` with ``-- @include <name>``; an include
-names the includes it needs the same way, and each is pasted in once. A script is sent once per connection and then
-called by SHA (redis-py's ``Script`` does EVALSHA and reloads on NOSCRIPT).
+names the includes it needs the same way, and each is pasted in once; the
+helpers (``local function`` at the start of a line, closed by ``end`` at
+the start of a line) that nothing in the script calls are then left out,
+since the server runs a script's whole text, definitions included, on every
+call. :func:`run` calls a
+script by its SHA (EVALSHA, the SHA computed once per process) and sends its
+text (SCRIPT LOAD) only when the server answers NOSCRIPT: once per server,
+and again after a SCRIPT FLUSH or a restart.
 A script may open with a shebang, ``#!lua flags=<flag>,...`` (Redis 7 and
 Valkey's script flags; jobs/extend is ``allow-oom``): it must be the file's
 first line, stays first after the includes are pasted in (they come later),
@@ -19,9 +25,8 @@ The codes are listed in ``docs/protocol.md`` ("Error codes").
 
 from __future__ import annotations
 
+import hashlib
 import re
-import threading
-import weakref
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -34,6 +39,8 @@ from .. import exceptions
 _HEADER_ENTRY = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.\.)?\] (\S+)")
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _SHEBANG = re.compile(r"^#!lua(?: flags=([\w,-]*))?$")
+_DEFINITION = re.compile(r"local function (\w+)\(")
+_COMMENT_LINE = re.compile(r"^\s*--[^\n]*", re.MULTILINE)
 
 #: Server error code (the first word of the reply) -> exception class.
 ERROR_CODES: dict[str, type[Exception]] = {
@@ -60,6 +67,16 @@ class ScriptSource:
     #: ``-- KEYS[9...] job``: it and what follows are zero or more entries.
     keys_variadic: bool = False
     argv_variadic: bool = False
+
+    @property
+    def sha(self) -> str:
+        """The SHA1 of the text, as EVALSHA names the script."""
+        return _sha(self.text)
+
+
+@cache
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
 #: The folders of ``lua/`` that hold scripts (``includes/`` holds helpers).
@@ -95,7 +112,7 @@ def source(name: str) -> ScriptSource:
                                  "(or follows a variadic tail)")
             names[kind].append(label)
             variadic[kind] = match.group(3) is not None
-    text = _expand(raw, set())
+    text = _unused_helpers_out(_expand(raw, set()))
     first, _, rest = text.partition("\n")
     shebang = _SHEBANG.match(first) if first.startswith("#!") else None
     if (first.startswith("#!") and not shebang) or any(
@@ -120,25 +137,45 @@ def _expand(text: str, done: set[str]) -> str:
     return _INCLUDE.sub(paste, text)
 
 
+def _unused_helpers_out(text: str) -> str:
+    """``text`` without the helpers it never calls: a ``local function NAME(``
+    line and its body up to the first unindented line, which must be ``end``
+    (any other shape is kept), whose NAME appears nowhere else outside comment
+    lines. Repeated until none is left, so a helper only a dropped one called
+    goes too."""
+    while True:
+        lines = text.split("\n")
+        blocks = []
+        i = 0
+        while i < len(lines):
+            match = _DEFINITION.match(lines[i])
+            if match:
+                j = i + 1
+                while j < len(lines) and (not lines[j] or lines[j][0].isspace()):
+                    j += 1
+                if j < len(lines) and lines[j] == "end":
+                    blocks.append((match.group(1), i, j))
+                    i = j
+            i += 1
+        code = _COMMENT_LINE.sub("", text)
+        drop = {k for name, first, last in blocks
+                if len(re.findall(rf"\b{name}\b", code)) == 1 for k in range(first, last + 1)}
+        if not drop:
+            return text
+        text = "\n".join(line for k, line in enumerate(lines) if k not in drop)
+
+
 def script_names() -> list[str]:
     """Every script in ``lua/<area>/`` as ``"<area>/<name>"``, sorted."""
     return sorted(f"{area}/{p.name[:-4]}" for area in AREAS
                   for p in _lua().joinpath(area).iterdir() if p.name.endswith(".lua"))
 
 
-# redis-py Script objects, one per (client, script): registering computes the
-# SHA once; the first call on each connection loads the text on NOSCRIPT.
-_registered: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
-_registered_lock = threading.Lock()
-
-
 def _script(client: redis.Redis, name: str):
-    with _registered_lock:
-        per_client = _registered.setdefault(client, {})
-        script = per_client.get(name)
-        if script is None:
-            script = per_client[name] = client.register_script(source(name).text)
-        return script
+    """A redis-py ``Script`` of ``name`` on ``client``, for callers that queue
+    a script on a pipeline of their own (tests, benchmarks); :func:`run` does
+    without one."""
+    return client.register_script(source(name).text)
 
 
 def decode(value: Any) -> Any:
@@ -175,9 +212,64 @@ def run(client: redis.Redis, name: str, keys: Sequence[str], args: Sequence[Any]
             f"got {len(keys)} keys and {len(args)} args"
         )
     try:
-        return decode(_script(client, name)(keys=list(keys), args=list(args)))
+        try:
+            reply = client.evalsha(src.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            # The server has not seen the text yet (a new server, a SCRIPT
+            # FLUSH, a restart): send it once and call again. A call refused
+            # with NOSCRIPT ran nothing, so calling again is safe.
+            client.script_load(src.text)
+            reply = client.evalsha(src.sha, len(keys), *keys, *args)
     except redis.ResponseError as err:
         raise translate(err) from None
+    return reply if type(reply) is int else decode(reply)
+
+
+def run_many(client: redis.Redis, name: str,
+             calls: Sequence[tuple[Sequence[str], Sequence[Any]]]) -> list[Any]:
+    """Run script ``name`` once per ``(keys, args)`` of ``calls``, in order, in
+    one round trip (a pipeline without MULTI: each call is atomic on its own,
+    and other clients' commands may run between them). Returns the decoded
+    replies in order.
+
+    A call the server refuses with NOSCRIPT ran nothing: the text is sent and
+    those calls alone run again (a second round trip, once per server).
+
+    Raises:
+        TypeError: a call's ``keys`` or ``args`` do not match the header.
+        KindError, StaleTokenError, StateError, NoSuchJobError, ValueError:
+            the first call that failed returned that error code (the calls
+            after it have run all the same).
+        redis.RedisError: any other server or connection failure.
+    """
+    src = source(name)
+    for keys, args in calls:
+        if not (_fits(len(keys), len(src.keys), src.keys_variadic)
+                and _fits(len(args), len(src.argv), src.argv_variadic)):
+            raise TypeError(f"{name}.lua takes KEYS {list(src.keys)} and ARGV {list(src.argv)}; "
+                            f"got {len(keys)} keys and {len(args)} args")
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    for attempt in range(2):
+        pipe = client.pipeline(transaction=False)
+        for i in todo:
+            keys, args = calls[i]
+            pipe.evalsha(src.sha, len(keys), *keys, *args)
+        answers = pipe.execute(raise_on_error=False)
+        missing = [i for i, answer in zip(todo, answers)
+                   if isinstance(answer, redis.exceptions.NoScriptError)]
+        for i, answer in zip(todo, answers):
+            replies[i] = answer
+        if not missing or attempt:
+            break
+        client.script_load(src.text)
+        todo = missing
+    for reply in replies:
+        if isinstance(reply, redis.ResponseError):
+            raise translate(reply) from None
+        if isinstance(reply, Exception):
+            raise reply
+    return [decode(reply) for reply in replies]
 
 
 def _fits(given: int, named: int, variadic: bool) -> bool:

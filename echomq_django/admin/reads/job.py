@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...protocol import scripts
 from ...protocol.clock import time_reply_ms
 from ...protocol.keyspace import Keyspace
 from ...protocol.records import JobRow
@@ -40,8 +39,7 @@ def job_detail(conn, queue: str, job_id: str) -> JobDetail | None:
     time_reply, raw, ttl, *scores = pipe.execute()
     if not raw:
         return None
-    row = JobRow.from_hash(queue, job_id,
-                           scripts.decode_hash(raw))
+    row = JobRow.from_hash(queue, job_id, raw)
     if row.group:
         scores[0] = conn.zscore(ks.lane_pending(row.group), job_id)
     sets = {s: int(score) for s, score in zip(SETS[:4], scores) if score is not None}

@@ -9,7 +9,8 @@
 -- ARGV[1] base     emq:{q}: (row keys are base .. 'job:' .. id)
 -- ARGV[2] cut      most bytes returned per value
 -- ARGV[3] ids      JSON array of job ids, at most 500
--- ARGV[4] fields   JSON array of row field names to read (HMGET order)
+-- ARGV[4] fields   JSON array of row field names to read (HMGET order; 'payload'
+--                  reads the whole payload, its chunks joined: includes/payload.lua)
 -- Returns: one array per id, in order: the fields' values (nil when absent;
 --          every value of a missing row is nil), then the payload's "job"
 --          path (nil when absent or not found), then the last line of
@@ -21,6 +22,7 @@
 --         not JSON arrays, more than 500 ids.
 -- @include args
 -- @include base
+-- @include payload
 local bad_key = check_keys({{KEYS[1], 'pending'}}, ARGV[1])
 if bad_key then return bad_key end
 local cut, bad_cut = int_arg(ARGV[2], 'cut', 1, 1000000)
@@ -68,17 +70,25 @@ end
 if #ids > 500 then
   return redis.error_reply('EMQARG at most 500 ids per call, got ' .. #ids)
 end
+-- One HMGET per row: the fields asked for, then the payload's fields, then
+-- last_error (the payload and the error are read whole, then cut).
+local names = {unpack(fields)}
+for _, name in ipairs(PAYLOAD_FIELDS) do
+  names[#names + 1] = name
+end
+names[#names + 1] = 'last_error'
 local out = {}
 for i, id in ipairs(ids) do
   local row = ARGV[1] .. 'job:' .. id
-  local values = redis.call('HMGET', row, unpack(fields))
+  local read = redis.call('HMGET', row, unpack(names))
+  local payload = join_payload(read, #fields + 1)
+  local err = read[#names]
+  local values = {}
   for j = 1, #fields do
-    if values[j] then
-      values[j] = cut_utf8(values[j])
-    end
+    -- 'payload' is the whole payload; its own field may hold only a chunk.
+    local value = fields[j] == 'payload' and payload or read[j]
+    values[j] = value and cut_utf8(value)
   end
-  local whole = redis.call('HMGET', row, 'payload', 'last_error')
-  local payload, err = whole[1], whole[2]
   local path = payload and string.match(payload, '"job"%s*:%s*"([^"]*)"') or false
   values[#fields + 1] = path or false
   values[#fields + 2] = err and last_line(err) or false

@@ -10,12 +10,13 @@
 -- A repeat with a batch token whose leases are still held appends those
 -- leases again (a claim is idempotent). The metronome's beat is marked only
 -- when the new deadline is earlier than its plan (includes/beat.lua).
--- Needs: signal, base, lanes, bucket, beat.
+-- Needs: signal, base, lanes, bucket, beat, payload.
 -- @include signal
 -- @include base
 -- @include lanes
 -- @include bucket
 -- @include beat
+-- @include payload
 local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, now, out)
   local first = #out
 
@@ -29,8 +30,8 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
     local found = redis.call('HMGET', base .. 'job:' .. held, 'state', 'token', 'payload',
       'attempts', 'lease_until_ms', 'snoozes', 'group')
     if found[1] == 'active' and found[2] == token then
-      out[#out + 1] = {held, token, found[3], tonumber(found[4]), tonumber(found[5]),
-        tonumber(found[6] or '0'), found[7] or ''}
+      out[#out + 1] = {held, token, read_payload(base .. 'job:' .. held), tonumber(found[4]),
+        tonumber(found[5]), tonumber(found[6] or '0'), found[7] or ''}
     end
   end
   if #out > first then
@@ -128,8 +129,8 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
           redis.call('HINCRBY', base .. 'lane_active', lane, 1)
         end
         local found = redis.call('HMGET', row, 'payload', 'snoozes')
-        out[#out + 1] = {id, token, found[1], attempts, deadline, tonumber(found[2] or '0'),
-          grouped and lane or ''}
+        out[#out + 1] = {id, token, read_payload(row), attempts, deadline,
+          tonumber(found[2] or '0'), grouped and lane or ''}
       end
     end
   end

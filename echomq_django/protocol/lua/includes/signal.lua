@@ -3,10 +3,11 @@
 -- costs one empty claim later, and the cap keeps a list nobody reads small.
 local function signal(key, n, cap)
   local pushes = math.min(n, cap)
+  local length = 0
   for _ = 1, pushes do
-    redis.call('LPUSH', key, '1')
+    length = redis.call('LPUSH', key, '1')
   end
-  if pushes > 0 then
+  if length > cap then
     redis.call('LTRIM', key, 0, cap - 1)
   end
 end

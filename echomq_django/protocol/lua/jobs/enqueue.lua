@@ -21,16 +21,17 @@ local _, bad_id = text_arg(ARGV[1], 'job_id')
 if bad_id then return bad_id end
 local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'pending'}, {KEYS[3], 'wake'}})
 if bad_key then return bad_key end
-local n, bad_arg = ints({{ARGV[3], 'wake_cap', 1, 10000}, {ARGV[5], 'priority', -100, 100}})
-if bad_arg then return bad_arg end
+local wake_cap, bad_cap = int_arg(ARGV[3], 'wake_cap', 1, 10000)
+if bad_cap then return bad_cap end
+local priority, bad_priority = int_arg(ARGV[5], 'priority', -100, 100)
+if bad_priority then return bad_priority end
 local _, bad_group = group_arg(ARGV[4])
 if bad_group then return bad_group end
 local _, bad_payload = json_arg(ARGV[2], 'payload')
 if bad_payload then return bad_payload end
 local refused = admission(KEYS[1], ARGV[1])
 if refused then return refused end
-redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now_ms(),
-  unpack(job_fields(ARGV[4], n[2])))
-rejoin(KEYS[1], KEYS[2], ARGV[1])
-signal(KEYS[3], 1, n[1])
+rejoin(KEYS[1], KEYS[2], ARGV[1], ARGV[4], priority,
+  new_row(ARGV[2], now_ms(), ARGV[4], priority))
+signal(KEYS[3], 1, wake_cap)
 return 1

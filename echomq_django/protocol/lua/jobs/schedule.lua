@@ -42,9 +42,7 @@ local score = value
 if ARGV[3] == 'in' then
   score = math.min(now + value, MAX_MS)
 end
-redis.call('HSET', KEYS[1], 'attempts', '0', 'payload', ARGV[2], 'enqueued_at_ms', now,
-  unpack(job_fields(ARGV[5], n[2])))
 -- park marks the metronome's beat only when this run-at is earlier than the
 -- instant it plans to wake at; a later one is found by the beat it already has.
-park(KEYS[1], KEYS[2], KEYS[3], ARGV[1], score)
+park(KEYS[1], KEYS[2], KEYS[3], ARGV[1], score, new_row(ARGV[2], now, ARGV[5], n[2]))
 return 1

@@ -320,10 +320,14 @@ class Consumer:
                 self.books.unreserve(room - len(claims))
                 if claims:
                     self._hand_off(claims)
-                    continue
+                    if len(claims) == room or self.burst:
+                        continue
+                    # Short of room: every queue asked ran out of ready work.
+                    # Block now rather than claim again for nothing: work
+                    # that comes meanwhile leaves a marker on its wake list.
                 # Burst mode ends when nothing is ready and nothing runs; work
                 # a rate limit holds back (wait_s) is waited for, not left.
-                if self.burst and wait_s is None:
+                elif self.burst and wait_s is None:
                     if self.books.idle():
                         return
                     self.books.freed.wait(0.05)

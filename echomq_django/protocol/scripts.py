@@ -213,16 +213,37 @@ def run(client: redis.Redis, name: str, keys: Sequence[str], args: Sequence[Any]
         )
     try:
         try:
-            reply = client.evalsha(src.sha, len(keys), *keys, *args)
+            reply = _evalsha(client, src.sha, keys, args)
         except redis.exceptions.NoScriptError:
             # The server has not seen the text yet (a new server, a SCRIPT
             # FLUSH, a restart): send it once and call again. A call refused
             # with NOSCRIPT ran nothing, so calling again is safe.
             client.script_load(src.text)
-            reply = client.evalsha(src.sha, len(keys), *keys, *args)
+            reply = _evalsha(client, src.sha, keys, args)
     except redis.ResponseError as err:
         raise translate(err) from None
     return reply if type(reply) is int else decode(reply)
+
+
+def _evalsha(client: Any, sha: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    """EVALSHA on ``client``. A plain ``redis.Redis`` without a retry policy
+    (what ``get_connection`` builds) is called through its pool directly:
+    redis-py's command layer (argument filtering, reply callbacks, events)
+    costs more than the call itself on the consumer's hot path, and EVALSHA
+    has no reply callback to lose. Any other client (a subclass, a cluster,
+    one that retries) goes through its own ``evalsha``."""
+    pool = getattr(client, "connection_pool", None)
+    if type(client) is not redis.Redis or pool is None or client.get_retry() is not None:
+        return client.evalsha(sha, len(keys), *keys, *args)
+    conn = pool.get_connection()
+    try:
+        conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
+        return conn.read_response()
+    except (redis.ConnectionError, redis.TimeoutError):
+        conn.disconnect()   # a half-read reply must never reach the next caller
+        raise
+    finally:
+        pool.release(conn)
 
 
 def run_many(client: redis.Redis, name: str,

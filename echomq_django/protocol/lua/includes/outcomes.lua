@@ -20,13 +20,23 @@
 -- @include lease
 -- @include retention
 
-local function finish_ack(k, base, id, token, result, keep)
+-- open_outcome(k, base, id, token, keep, op): the start all four share
+-- (includes/settle.lua). Returns row, now, err, early: err an EMQSTALE reply;
+-- early the state to answer at once (a repeat's recorded outcome, or
+-- 'cancelled'); neither when the caller records its outcome now.
+local function open_outcome(k, base, id, token, keep, op)
   local row = base .. 'job:' .. id
   local err, now, cancelled, replay = settle(row, k.active, k.claims, id, token, keep.keep_ms,
-    'ack')
-  if err then return err end
-  if replay then return nil, now, replay end
-  if cancelled then return nil, now, 'cancelled' end
+    op)
+  if err then return row, now, err, nil end
+  if replay then return row, now, nil, replay end
+  if cancelled then return row, now, nil, 'cancelled' end
+  return row, now, nil, nil
+end
+
+local function finish_ack(k, base, id, token, result, keep)
+  local row, now, err, early = open_outcome(k, base, id, token, keep, 'ack')
+  if err or early then return err, now, early end
   redis.call('HSET', row, 'state', 'done', 'finished_at_ms', now, 'result', result)
   settled(row, token, 'ack', 'done')
   redis.call('PEXPIRE', row, keep.keep_ms)
@@ -35,12 +45,8 @@ local function finish_ack(k, base, id, token, result, keep)
 end
 
 local function finish_retry(k, base, id, token, delay_ms, error_text, keep)
-  local row = base .. 'job:' .. id
-  local err, now, cancelled, replay = settle(row, k.active, k.claims, id, token, keep.keep_ms,
-    'retry')
-  if err then return err end
-  if replay then return nil, now, replay end
-  if cancelled then return nil, now, 'cancelled' end
+  local row, now, err, early = open_outcome(k, base, id, token, keep, 'retry')
+  if err or early then return err, now, early end
   local score = now + delay_ms
   redis.call('HSET', row, 'last_error', error_text, 'failed_at_ms', now)
   park(row, k.schedule, k.beat, id, score)
@@ -50,12 +56,8 @@ local function finish_retry(k, base, id, token, delay_ms, error_text, keep)
 end
 
 local function finish_snooze(k, base, id, token, delay_ms, keep)
-  local row = base .. 'job:' .. id
-  local err, now, cancelled, replay = settle(row, k.active, k.claims, id, token, keep.keep_ms,
-    'snooze')
-  if err then return err end
-  if replay then return nil, now, replay end
-  if cancelled then return nil, now, 'cancelled' end
+  local row, now, err, early = open_outcome(k, base, id, token, keep, 'snooze')
+  if err or early then return err, now, early end
   local score = now + delay_ms
   redis.call('HINCRBY', row, 'attempts', -1)
   redis.call('HINCRBY', row, 'snoozes', 1)
@@ -65,12 +67,8 @@ local function finish_snooze(k, base, id, token, delay_ms, keep)
 end
 
 local function finish_dead(k, base, id, token, reason, error_text, keep)
-  local row = base .. 'job:' .. id
-  local err, now, cancelled, replay = settle(row, k.active, k.claims, id, token, keep.keep_ms,
-    'dead')
-  if err then return err end
-  if replay then return nil, now, replay end
-  if cancelled then return nil, now, 'cancelled' end
+  local row, now, err, early = open_outcome(k, base, id, token, keep, 'dead')
+  if err or early then return err, now, early end
   bury(base, k.dead, id, now, reason, error_text,
     {ttl_ms = keep.dead_ttl_ms, max = keep.dead_max, stats_ttl_ms = keep.stats_ttl_ms})
   settled(row, token, 'dead', 'dead')

@@ -11,6 +11,18 @@ from __future__ import annotations
 from ..rules import check_key_text, check_queue_name
 
 
+class _Key:
+    """A fixed key of every queue: on a :class:`Keyspace`, ``base + suffix``
+    (a descriptor, so each name is one line and one rule)."""
+
+    def __init__(self, suffix: str, doc: str) -> None:
+        self.suffix = suffix
+        self.__doc__ = " ".join(doc.split())
+
+    def __get__(self, keyspace, owner=None):
+        return self if keyspace is None else keyspace.base + self.suffix
+
+
 class Keyspace:
     """The key names of one queue.
 
@@ -28,67 +40,41 @@ class Keyspace:
         self.base = f"emq:{{{queue}}}:"
 
     # Sorted sets: one structure, several readings of the score.
-    @property
-    def pending(self) -> str:
-        """ZSET, score 0: ready jobs, served by ZPOPMIN in id (mint) order."""
-        return self.base + "pending"
+    pending = _Key("pending", """
+        ZSET, score 0: ready jobs, served by ZPOPMIN in id (mint) order.""")
 
-    @property
-    def schedule(self) -> str:
-        """ZSET, score run-at ms: scheduled jobs and retries waiting to be due."""
-        return self.base + "schedule"
+    schedule = _Key("schedule", """
+        ZSET, score run-at ms: scheduled jobs and retries waiting to be due.""")
 
-    @property
-    def active(self) -> str:
-        """ZSET, score lease deadline ms: claimed jobs; reap reads the expired head."""
-        return self.base + "active"
+    active = _Key("active", """
+        ZSET, score lease deadline ms: claimed jobs; reap reads the expired head.""")
 
-    @property
-    def dead(self) -> str:
-        """ZSET, score ms of death: the dead-letter set."""
-        return self.base + "dead"
+    dead = _Key("dead", """ZSET, score ms of death: the dead-letter set.""")
 
-    @property
-    def repeat(self) -> str:
-        """ZSET, score next-run ms: the recurring registry, one member per name."""
-        return self.base + "repeat"
+    repeat = _Key("repeat", """
+        ZSET, score next-run ms: the recurring registry, one member per name.""")
 
     # Plain keys.
-    @property
-    def claims(self) -> str:
-        """HASH: fencing token -> job id of every held lease (a claim repeated
-        with the same token answers the same lease)."""
-        return self.base + "claims"
+    claims = _Key("claims", """
+        HASH: fencing token -> job id of every held lease (a claim repeated with the same token
+        answers the same lease).""")
 
-    @property
-    def wake(self) -> str:
-        """LIST of markers: idle consumers block on it (BLPOP); capped."""
-        return self.base + "wake"
+    wake = _Key("wake", """LIST of markers: idle consumers block on it (BLPOP); capped.""")
 
-    @property
-    def beat(self) -> str:
-        """LIST of one marker: wakes the metronome when an instant earlier than
-        its plan (:attr:`beat_at`) appears."""
-        return self.base + "beat"
+    beat = _Key("beat", """
+        LIST of one marker: wakes the metronome when an instant earlier than its plan
+        (:attr:`beat_at`) appears.""")
 
-    @property
-    def beat_at(self) -> str:
-        """STRING, server ms: the instant a metronome plans to wake at, stored
-        by the horizon it read and expiring shortly after that instant; a
-        script marks :attr:`beat` only for an instant earlier than it
-        (``lua/includes/beat.lua``)."""
-        return self.base + "beat_at"
+    beat_at = _Key("beat_at", """
+        STRING, server ms: the instant a metronome plans to wake at, stored by the horizon it read
+        and expiring shortly after that instant; a script marks :attr:`beat` only for an instant
+        earlier than it (``lua/includes/beat.lua``).""")
 
-    @property
-    def synced(self) -> str:
-        """STRING, server ms of the last sync of the declared schedules into
-        this queue's registry; the metronome re-syncs when it is gone."""
-        return self.base + "synced"
+    synced = _Key("synced", """
+        STRING, server ms of the last sync of the declared schedules into this queue's registry;
+        the metronome re-syncs when it is gone.""")
 
-    @property
-    def paused(self) -> str:
-        """STRING, present while the queue is paused: claim serves nothing."""
-        return self.base + "paused"
+    paused = _Key("paused", """STRING, present while the queue is paused: claim serves nothing.""")
 
     def stop(self, worker_id: str) -> str:
         """LIST: stop markers for one runechomq process's blocked waits on this
@@ -117,51 +103,27 @@ class Keyspace:
         return self.pending if not group else f"{self.base}g:{group}:pending"
 
     # The lanes' bookkeeping (lua/includes/lanes.lua derives the same names).
-    @property
-    def lanes(self) -> str:
-        """ZSET lane -> jobs waiting in it: every lane with work ('' = ungrouped)."""
-        return self.base + "lanes"
+    lanes = _Key("lanes", """
+        ZSET lane -> jobs waiting in it: every lane with work ('' = ungrouped).""")
 
-    @property
-    def lanes_total(self) -> str:
-        """STRING: jobs waiting in every lane, the sum of :attr:`lanes`' scores
-        (kept by the same two Lua functions; the admin's pending count)."""
-        return self.base + "lanes_total"
+    lanes_total = _Key("lanes_total", """
+        STRING: jobs waiting in every lane, the sum of :attr:`lanes`' scores (kept by the same two
+        Lua functions; the admin's pending count).""")
 
-    @property
-    def ring(self) -> str:
-        """ZSET lane -> turn: the ready lanes, served lowest turn first."""
-        return self.base + "ring"
+    ring = _Key("ring", """ZSET lane -> turn: the ready lanes, served lowest turn first.""")
 
-    @property
-    def turn(self) -> str:
-        """STRING: the ring's turn counter."""
-        return self.base + "turn"
+    turn = _Key("turn", """STRING: the ring's turn counter.""")
 
-    @property
-    def capped(self) -> str:
-        """SET: lanes at their concurrency cap, with work waiting."""
-        return self.base + "capped"
+    capped = _Key("capped", """SET: lanes at their concurrency cap, with work waiting.""")
 
-    @property
-    def waiting(self) -> str:
-        """ZSET lane -> ms its next token is due: rate-limited lanes."""
-        return self.base + "waiting"
+    waiting = _Key("waiting", """ZSET lane -> ms its next token is due: rate-limited lanes.""")
 
-    @property
-    def lane_active(self) -> str:
-        """HASH lane -> jobs of that group running now."""
-        return self.base + "lane_active"
+    lane_active = _Key("lane_active", """HASH lane -> jobs of that group running now.""")
 
-    @property
-    def limits(self) -> str:
-        """HASH: the queue's limits (concurrency, lane_concurrency, rates)."""
-        return self.base + "limits"
+    limits = _Key("limits", """HASH: the queue's limits (concurrency, lane_concurrency, rates).""")
 
-    @property
-    def buckets(self) -> str:
-        """HASH: token buckets, ``queue`` and ``g:<group>`` -> "<tokens>:<ms>"."""
-        return self.base + "buckets"
+    buckets = _Key("buckets", """
+        HASH: token buckets, ``queue`` and ``g:<group>`` -> "<tokens>:<ms>".""")
 
 
 #: How long a per-minute counter lives (ms): the admin charts the last hour.

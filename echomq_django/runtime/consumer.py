@@ -1,16 +1,13 @@
-"""The consumer: one fetcher that claims for N handler threads, and the shutdown hand-back.
+"""The consumer: N handler threads, the finisher that records their outcomes and
+fetches their next jobs, a fetcher for the rest, and the shutdown hand-back.
 
-The fetcher claims as many jobs as there are free handlers in one script per
-queue (queues served in the order given), hands them to the handler threads,
-and when nothing is ready blocks on the queues' wake lists (BLPOP), or until
-the instant the claim said the next rate-limit token comes due; it never
-busy-polls. Each handler thread runs its job with a :class:`~.outcome.Runner`.
-A :class:`~.lease_keeper.LeaseKeeper` renews the leases of the running jobs.
-On shutdown the fetcher stops, jobs claimed but not started are handed back
-at once, running handlers get a grace period, and every unfinished lease is
-handed back to pending (docs/protocol.md, "Consumer", "Shutdown").
+A handler's outcome goes through the :class:`~.finisher.Finisher` (one call
+records it and claims the next job). The fetcher claims what room remains, in
+queue order, and otherwise blocks on the wake lists (BLPOP) or until the next
+rate-limit token: it never busy-polls. A :class:`~.lease_keeper.LeaseKeeper`
+renews the leases. On shutdown, unstarted jobs go back at once, running ones
+after a grace period (docs/protocol.md, "Consumer", "Shutdown").
 """
-
 from __future__ import annotations
 
 import logging

@@ -109,9 +109,12 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
         redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
       end
       local row = id and base .. 'job:' .. id
+      -- One read of the row: its state, attempts, snoozes and payload.
+      local found = row and redis.call('HMGET', row, 'state', 'attempts', 'snoozes',
+        unpack(PAYLOAD_FIELDS))
       -- A member whose row is gone or not pending (an expired id enqueued
       -- again) is dropped, and takes no token.
-      if row and redis.call('HGET', row, 'state') == 'pending' then
+      if found and found[1] == 'pending' then
         if rate then
           bucket_take(buckets, 'queue', queue_tokens, now)
         end
@@ -120,17 +123,16 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
         end
         claimed = claimed + 1
         local token = batch .. '.' .. claimed
-        local attempts = redis.call('HINCRBY', row, 'attempts', 1)
-        redis.call('HSET', row, 'state', 'active', 'token', token, 'consumer', consumer,
-          'lease_until_ms', deadline, 'started_at_ms', now)
+        local attempts = tonumber(found[2] or '0') + 1
+        redis.call('HSET', row, 'state', 'active', 'attempts', attempts, 'token', token,
+          'consumer', consumer, 'lease_until_ms', deadline, 'started_at_ms', now)
         redis.call('HSET', k.claims, token, id)
         redis.call('ZADD', k.active, deadline, id)
         if grouped then
           redis.call('HINCRBY', base .. 'lane_active', lane, 1)
         end
-        local found = redis.call('HMGET', row, 'payload', 'snoozes')
-        out[#out + 1] = {id, token, read_payload(row), attempts, deadline,
-          tonumber(found[2] or '0'), grouped and lane or ''}
+        out[#out + 1] = {id, token, join_payload(found, 4), attempts, deadline,
+          tonumber(found[3] or '0'), grouped and lane or ''}
       end
     end
   end

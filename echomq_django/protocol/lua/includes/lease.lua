@@ -1,14 +1,15 @@
 -- end_lease(row, active, claims, id, token): the job leaves the active set and
 -- loses its token and deadline, so the old holder is fenced out from now on;
--- the claims index forgets the token; its lane has one job fewer running.
+-- the claims index forgets the token; its lane has one job fewer running
+-- (`lane`, when the caller read the row's group already; else read here).
 -- Needs: lanes, beat.
 -- @include beat
 -- @include lanes
-local function end_lease(row, active, claims, id, token)
+local function end_lease(row, active, claims, id, token, lane)
   redis.call('ZREM', active, id)
   redis.call('HDEL', row, 'token', 'lease_until_ms')
   redis.call('HDEL', claims, token)
-  lane_freed(queue_root(active), lane_of(row))
+  lane_freed(queue_root(active), lane or lane_of(row))
 end
 
 -- park_at(row, schedule, id, score, fields): the job waits on the schedule

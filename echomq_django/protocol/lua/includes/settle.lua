@@ -19,7 +19,8 @@
 -- @include lease
 -- @include cancelled
 local function settle(row, active, claims, id, token, keep_ms, op)
-  local found = redis.call('HMGET', row, 'state', 'token', 'settled_token', 'settled')
+  local found = redis.call('HMGET', row, 'state', 'token', 'settled_token', 'settled', 'group',
+    'cancel_requested')
   if found[1] ~= 'active' or found[2] ~= token then
     local prefix = op .. ':'
     if found[3] == token and found[4] and string.sub(found[4], 1, #prefix) == prefix then
@@ -28,8 +29,8 @@ local function settle(row, active, claims, id, token, keep_ms, op)
     return stale(found[1]), nil, false, nil
   end
   local now = now_ms()
-  end_lease(row, active, claims, id, token)
-  if end_if_cancelled(row, now, keep_ms) then
+  end_lease(row, active, claims, id, token, found[5] or UNGROUPED)
+  if end_if_cancelled(row, now, keep_ms, found[6] or false) then
     redis.call('HSET', row, 'settled_token', token, 'settled', op .. ':cancelled')
     return nil, now, true, nil
   end

@@ -2,6 +2,8 @@
 -- ("done" or "failed"); the counter expires on its own, so no sweep is needed.
 local function count(base, kind, now, ttl_ms)
   local key = base .. 'stats:' .. kind .. ':' .. tostring(math.floor(now / 60000))
-  redis.call('INCR', key)
-  redis.call('PEXPIRE', key, ttl_ms)
+  -- The counter expires ttl_ms after its minute's first count (set once).
+  if redis.call('INCR', key) == 1 then
+    redis.call('PEXPIRE', key, ttl_ms)
+  end
 end

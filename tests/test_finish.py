@@ -242,3 +242,23 @@ def test_garbage_lists_name_the_argument_and_the_index_and_write_nothing(jobs, q
     # Any iterable of the right entries is taken, a generator included.
     renewals = jobs.extend_many(queue, ((c.job_id, c.token, 60_000) for c in held))
     assert all(r.deadline_ms is not None for r in renewals)
+
+
+def test_a_claim_repeated_with_a_smaller_count_answers_every_lease_its_token_holds(
+        jobs, queue, redis_client):
+    """The fetcher repeats a claim whose reply was lost with the same token
+    but with the room it has by then, which finishes may have filled
+    meanwhile (runtime/consumer.py). Before, the repeat answered only its
+    first ``count`` leases: the others stayed leased to a consumer that never
+    learned of them until reap took them back with a stall (twice: dead
+    "stalled")."""
+    enqueue(jobs, queue, 5)
+    first, _ = jobs.claim_many(queue, "w", 60_000, 3, token="lost-reply")
+    assert len(first) == 3
+    before = snapshot(redis_client, queue_pattern(queue))
+    again, _ = jobs.claim_many(queue, "w", 60_000, 1, token="lost-reply")
+    assert [(c.job_id, c.token) for c in again] == [(c.job_id, c.token) for c in first]
+    _, by_finish, _ = jobs.finish_many(queue, [], consumer="w", lease_ms=60_000, count=2,
+                                       token="lost-reply")
+    assert [c.job_id for c in by_finish] == [c.job_id for c in first]
+    assert snapshot(redis_client, queue_pattern(queue)) == before

@@ -46,7 +46,8 @@ class Leases:
         ``token`` is the batch's token (default: a fresh one from
         :func:`~echomq_django.protocol.tokens.new_token`; never reuse one); the
         i-th job is fenced by ``f"{token}.{i}"``. Repeating a claim with the
-        same token, e.g. after a lost reply, answers the same leases.
+        same token, e.g. after a lost reply, answers the same leases: all
+        those the token still holds, even more than a smaller ``count`` asks.
 
         Returns ``(claims, wait_ms)``: the :class:`Claim` s (attempts + 1 each;
         none when nothing is ready, the queue is paused or at a limit) and,

@@ -200,6 +200,17 @@ def test_too_many_items_are_refused_before_any_is_checked(conn, redis_client, qu
     assert state(redis_client, queue) == {}
 
 
+@pytest.mark.parametrize("garbage", [None, 5, "JOB1", {"job_id": "JOB1", "payload": "{}"}])
+def test_a_batch_that_is_not_a_list_is_refused_naming_it(conn, redis_client, queue, garbage):
+    # Before: None or 5 raised "'NoneType' object is not iterable", naming
+    # nothing; a str or a dict was taken apart into its characters or keys.
+    with pytest.raises(TypeError, match=r"^items must be a list of mappings, got "):
+        Jobs(conn).enqueue_many(queue, garbage)
+    with pytest.raises(TypeError, match=r"^calls must be a list of argument tuples or dicts"):
+        testjobs.add.using(queue=queue).enqueue_many(garbage)
+    assert state(redis_client, queue) == {}
+
+
 def test_the_script_checks_every_item_before_its_first_write(conn, redis_client, queue):
     # Another client than ours, unchecked: the server refuses the call whole.
     ks = Keyspace(queue)

@@ -195,3 +195,70 @@ def test_release_hands_every_lease_back_in_one_call(jobs, queue, redis_client):
     again = jobs.release_many(queue, [(c.job_id, c.token) for c in held[:2]])
     assert again == ["pending", "cancelled"]
     assert snapshot(redis_client, queue_pattern(queue)) == before
+
+
+def test_garbage_lists_name_the_argument_and_the_index_and_write_nothing(jobs, queue,
+                                                                        redis_client):
+    """finish_many, extend_many and release_many: whatever the caller passes,
+    a clear TypeError or ValueError naming the list and the entry, and
+    nothing written. Before, an outcome that was not a Finish raised
+    AttributeError ('dict' object has no attribute 'job_id'), a lease of the
+    wrong shape "not enough values to unpack", a bad job id named no index,
+    and a generator "object of type 'generator' has no len()"."""
+    enqueue(jobs, queue, 2)
+    held = [jobs.claim(queue, "w", 60_000) for _ in range(2)]
+    good = Finish("ack", held[0].job_id, held[0].token)
+    before = snapshot(redis_client, queue_pattern(queue))
+    cases = [
+        (lambda: jobs.finish_many(queue, None), TypeError, r"^outcomes must be a list"),
+        (lambda: jobs.finish_many(queue, [good, {"op": "ack"}]), TypeError,
+         r"^outcomes\[1\] must be a Finish, got dict"),
+        (lambda: jobs.finish_many(queue, [good, ("ack", held[1].job_id, held[1].token)]),
+         TypeError, r"^outcomes\[1\] must be a Finish, got tuple"),
+        (lambda: jobs.finish_many(queue, [good, Finish("ack", "no id!", held[1].token)]),
+         ValueError, r"^outcomes\[1\]: job_id must be"),
+        (lambda: jobs.finish_many(queue, [good, Finish("ack", 5, held[1].token)]),
+         TypeError, r"^outcomes\[1\]: job_id must be a str"),
+        (lambda: jobs.extend_many(queue, None), TypeError, r"^leases must be a list"),
+        (lambda: jobs.extend_many(queue, [(held[0].job_id, held[0].token)]), TypeError,
+         r"^leases\[0\] must be a tuple \(job_id, token, lease_ms\)"),
+        (lambda: jobs.extend_many(queue, [(held[0].job_id, held[0].token, 1_000),
+                                          ("no id!", held[1].token, 1_000)]),
+         ValueError, r"^leases\[1\]: job_id must be"),
+        (lambda: jobs.extend_many(queue, [(held[0].job_id, held[0].token, 1_000),
+                                          (held[1].job_id, held[1].token, 0)]),
+         ValueError, r"^leases\[1\]: lease_ms must be in 1\.\."),
+        (lambda: jobs.release_many(queue, "JOB1"), TypeError, r"^leases must be a list"),
+        (lambda: jobs.release_many(queue, [(held[0].job_id, held[0].token, 1)]), TypeError,
+         r"^leases\[0\] must be a tuple \(job_id, token\)"),
+        (lambda: jobs.release_many(queue, [(held[0].job_id, held[0].token),
+                                           (held[1].job_id, 5)]),
+         TypeError, r"^leases\[1\]: token must be a non-empty str"),
+    ]
+    for call, kind, words in cases:
+        with pytest.raises(kind, match=words):
+            call()
+        assert snapshot(redis_client, queue_pattern(queue)) == before
+    # Any iterable of the right entries is taken, a generator included.
+    renewals = jobs.extend_many(queue, ((c.job_id, c.token, 60_000) for c in held))
+    assert all(r.deadline_ms is not None for r in renewals)
+
+
+def test_a_claim_repeated_with_a_smaller_count_answers_every_lease_its_token_holds(
+        jobs, queue, redis_client):
+    """The fetcher repeats a claim whose reply was lost with the same token
+    but with the room it has by then, which finishes may have filled
+    meanwhile (runtime/consumer.py). Before, the repeat answered only its
+    first ``count`` leases: the others stayed leased to a consumer that never
+    learned of them until reap took them back with a stall (twice: dead
+    "stalled")."""
+    enqueue(jobs, queue, 5)
+    first, _ = jobs.claim_many(queue, "w", 60_000, 3, token="lost-reply")
+    assert len(first) == 3
+    before = snapshot(redis_client, queue_pattern(queue))
+    again, _ = jobs.claim_many(queue, "w", 60_000, 1, token="lost-reply")
+    assert [(c.job_id, c.token) for c in again] == [(c.job_id, c.token) for c in first]
+    _, by_finish, _ = jobs.finish_many(queue, [], consumer="w", lease_ms=60_000, count=2,
+                                       token="lost-reply")
+    assert [c.job_id for c in by_finish] == [c.job_id for c in first]
+    assert snapshot(redis_client, queue_pattern(queue)) == before

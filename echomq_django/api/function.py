@@ -291,6 +291,9 @@ class JobFunction:
         key; ValueError for both ``delay`` and ``when``, or too many calls.
         """
         config = get_config()
+        if isinstance(calls, (str, bytes, dict)) or not isinstance(calls, Iterable):
+            raise TypeError(f"calls must be a list of argument tuples or dicts, got "
+                            f"{type(calls).__name__}")
         calls = list(calls)
         if len(calls) > MAX_BATCH:
             raise ValueError(f"calls must hold at most {MAX_BATCH} runs, got {len(calls)}")

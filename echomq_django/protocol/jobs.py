@@ -165,6 +165,8 @@ class Jobs(Leases):
         batch sent again answers ``"duplicate"`` for those.
         """
         ks = Keyspace(queue)
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+            raise TypeError(f"items must be a list of mappings, got {type(items).__name__}")
         items = list(items)
         if len(items) > MAX_BATCH:
             raise ValueError(f"items must hold at most {MAX_BATCH} jobs, got {len(items)}")

@@ -9,7 +9,8 @@ its token (docs/protocol.md, "claim", "Fencing tokens", "ack").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from .. import rules
@@ -45,7 +46,8 @@ class Leases:
         ``token`` is the batch's token (default: a fresh one from
         :func:`~echomq_django.protocol.tokens.new_token`; never reuse one); the
         i-th job is fenced by ``f"{token}.{i}"``. Repeating a claim with the
-        same token, e.g. after a lost reply, answers the same leases.
+        same token, e.g. after a lost reply, answers the same leases: all
+        those the token still holds, even more than a smaller ``count`` asks.
 
         Returns ``(claims, wait_ms)``: the :class:`Claim` s (attempts + 1 each;
         none when nothing is ready, the queue is paused or at a limit) and,
@@ -190,15 +192,17 @@ class Leases:
         Returns one :class:`Renewal` per lease, in order: the new deadline
         (server ms) and whether a cancel was requested, or ``deadline_ms``
         None and the reason in ``stale`` when the token no longer holds that
-        lease (that one changes nothing). Raises ValueError or TypeError for a
-        bad id, token or lease_ms (naming it; nothing written).
+        lease (that one changes nothing). Raises ValueError or TypeError for
+        ``leases`` that is not a list of such tuples, or a bad id, token or
+        lease_ms, naming the entry (``leases[3]: ...``; nothing written).
         """
         ks = Keyspace(queue)
-        check_int("leases", len(leases), 0, 1000)
+        leases = _entries("leases", leases, ("job_id", "token", "lease_ms"))
         keys, args = [ks.active, ks.beat], []
-        for job_id, token, lease_ms in leases:
-            keys.append(ks.job(check_job_id(job_id)))
-            args += [job_id, check_str("token", token), check_int("lease_ms", lease_ms, 1)]
+        for index, (job_id, token, lease_ms) in enumerate(leases):
+            with _naming("leases", index):
+                keys.append(ks.job(check_job_id(job_id)))
+                args += [job_id, check_str("token", token), check_int("lease_ms", lease_ms, 1)]
         if not leases:
             return []
         return [Renewal(int(entry[0]), entry[1] == 1, "") if int(entry[0]) >= 0
@@ -229,15 +233,18 @@ class Leases:
         Returns one entry per lease, in order: ``"pending"``, ``"cancelled"``
         (a cancel was requested: it ends cancelled, kept ``keep_ms``), or a
         StaleTokenError (not raised) when the token no longer holds that
-        lease. Raises ValueError or TypeError for a bad id or token.
+        lease. Raises ValueError or TypeError for ``leases`` that is not a
+        list of such tuples, or a bad id or token, naming the entry
+        (``leases[3]: ...``; nothing written).
         """
         ks = Keyspace(queue)
-        check_int("leases", len(leases), 0, 1000)
+        leases = _entries("leases", leases, ("job_id", "token"))
         check_int("keep_ms", keep_ms, 1)
         keys, args = [ks.active, ks.claims, ks.pending, ks.wake], [WAKE_CAP, keep_ms]
-        for job_id, token in leases:
-            keys.append(ks.job(check_job_id(job_id)))
-            args += [job_id, check_str("token", token)]
+        for index, (job_id, token) in enumerate(leases):
+            with _naming("leases", index):
+                keys.append(ks.job(check_job_id(job_id)))
+                args += [job_id, check_str("token", token)]
         if not leases:
             return []
         return [{1: "pending", 2: "cancelled"}.get(int(entry[0])) or StaleTokenError(entry[1])
@@ -262,11 +269,12 @@ class Leases:
         ``"dead"``, ``"cancelled"``) or ``"stale"`` when its token no longer
         holds the lease (that outcome changes nothing); the claims and
         wait_ms as :meth:`claim_many`. Raises ValueError or TypeError naming
-        the outcome's index and argument when one is malformed (a result that
-        is not JSON, a bad delay, an empty reason; nothing is written).
+        the outcome's index and argument when one is malformed (not a
+        :class:`Finish`, a bad job id, a result that is not JSON, a bad delay,
+        an empty reason; nothing is written).
         """
         ks = Keyspace(queue)
-        check_int("outcomes", len(outcomes), 0, 1000)
+        outcomes = _entries("outcomes", outcomes)
         check_int("count", count, 0, 1000)
         check_int("lease_ms", lease_ms, 1)
         check_int("keep_ms", keep_ms, 1)
@@ -280,13 +288,38 @@ class Leases:
         args: list[Any] = [ks.base, consumer, lease_ms, WAKE_CAP, token, count, keep_ms,
                            dead_ttl_ms, dead_max, STATS_TTL_MS]
         for index, outcome in enumerate(outcomes):
-            keys.append(ks.job(check_job_id(outcome.job_id)))
             args += _outcome_args(index, outcome)
+            keys.append(ks.job(outcome.job_id))
         reply = scripts.run(self.conn, "jobs/finish", keys, args)
         now, next_ms, recorded = int(reply[0]), int(reply[1]), reply[2]
         claims = _claims(queue, now, reply[3:])
         return ([entry[1] for entry in recorded], claims,
                 None if next_ms == -1 else max(0, next_ms - now))
+
+
+def _entries(name: str, value: Any, fields: tuple[str, ...] = ()) -> list:
+    """``value`` (a list, tuple or other iterable, never a str, bytes or
+    mapping) as a list of at most 1000 entries; with ``fields``, each entry a
+    tuple or list of that many values. TypeError or ValueError naming
+    ``name`` and the entry's index otherwise."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a list, got {type(value).__name__}")
+    entries = list(value)
+    check_int(name, len(entries), 0, 1000)
+    for index, entry in enumerate(entries):
+        if fields and not (isinstance(entry, (tuple, list)) and len(entry) == len(fields)):
+            raise TypeError(f"{name}[{index}] must be a tuple ({', '.join(fields)}), got "
+                            f"{entry!r}"[:300])
+    return entries
+
+
+@contextmanager
+def _naming(name: str, index: int):
+    """Prefix a TypeError or ValueError raised inside with ``name[index]: ``."""
+    try:
+        yield
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{name}[{index}]: {err}") from None
 
 
 def _claims(queue: str, now: int, entries: list) -> list[Claim]:
@@ -308,6 +341,7 @@ def _outcome_args(index: int, outcome: Finish) -> list[Any]:
         raise ValueError(f"outcomes[{index}].op must be one of {', '.join(_OPS)}, "
                          f"got {outcome.op!r}")
     try:
+        check_job_id(outcome.job_id)
         token = check_str("token", outcome.token)
         if outcome.op == "ack":
             return ["ack", outcome.job_id, token,

@@ -14,7 +14,7 @@ script by its SHA (EVALSHA, the SHA computed once per process) and sends its
 text (SCRIPT LOAD) only when the server answers NOSCRIPT: once per server,
 and again after a SCRIPT FLUSH or a restart.
 A script may open with a shebang, ``#!lua flags=<flag>,...`` (Redis 7 and
-Valkey's script flags; jobs/extend is ``allow-oom``): it must be the file's
+Valkey's script flags; jobs/extend and jobs/progress are ``allow-oom``): it must be the file's
 first line, stays first after the includes are pasted in (they come later),
 and no include may carry one.
 :func:`run` checks the number of keys and arguments against the header, so a

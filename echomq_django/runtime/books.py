@@ -40,7 +40,8 @@ class Books:
             return room
 
     def unreserve(self, n: int) -> None:
-        """``n`` reserved were not claimed."""
+        """``n`` reserved were not claimed (negative: a repeated claim
+        answered more leases than were reserved; they are held all the same)."""
         with self._lock:
             self.outstanding -= n
 

@@ -317,7 +317,9 @@ class Consumer:
                 self.books.unreserve(room - len(claims))
                 if claims:
                     self._hand_off(claims)
-                    if len(claims) == room or self.burst:
+                    # (A repeated claim answers every lease its token holds:
+                    # more than room when finishes took room meanwhile.)
+                    if len(claims) >= room or self.burst:
                         continue
                     # Short of room: every queue asked ran out of ready work.
                     # Block now rather than claim again for nothing: work

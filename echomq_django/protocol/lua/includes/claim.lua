@@ -8,7 +8,8 @@
 -- lease_deadline_ms, snoozes, group} and sets out[2] to the first instant a
 -- token comes due when claiming stopped for want of one (else leaves it).
 -- A repeat with a batch token whose leases are still held appends those
--- leases again (a claim is idempotent). The metronome's beat is marked only
+-- leases again, every one of them whatever `want` the repeat asks (a claim is
+-- idempotent; a caller that repeats with less room must not strand the rest). The metronome's beat is marked only
 -- when the new deadline is earlier than its plan (includes/beat.lua).
 -- Needs: signal, base, lanes, bucket, beat, payload.
 -- @include signal
@@ -20,8 +21,11 @@
 local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, now, out)
   local first = #out
 
-  -- A repeat of a claim whose reply was lost: answer the leases it holds.
-  for i = 1, want do
+  -- A repeat of a claim whose reply was lost: answer every lease it holds
+  -- (at most 1000, the most one claim takes), even past `want`: the caller
+  -- may repeat with less room than it first asked for, and a lease left out
+  -- would be held by nobody until reaped.
+  for i = 1, 1000 do
     local token = batch .. '.' .. i
     local held = redis.call('HGET', k.claims, token)
     if not held then

@@ -1,4 +1,10 @@
+#!lua flags=allow-oom
 -- progress: a running handler reports how far it got (token-fenced).
+-- allow-oom: it runs while the server is full (maxmemory with noeviction), as
+-- extend does, so a handler that reports progress is not failed by a full
+-- server (context.progress would raise OutOfMemoryError into it). Behind the
+-- fence it only overwrites three fields of a running job's row (the message
+-- is the handler's own text) and writes nothing else.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- ARGV[1] job_id
 -- ARGV[2] token    the token the claim returned

@@ -36,11 +36,9 @@ __all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S", "MAX_CONCURR
 
 log = logging.getLogger("echomq.consumer")
 
-#: The longest single block of an idle fetcher on the wake lists, kept under
-#: the client's socket timeout (connection.block_timeout_s). One that ends
-#: without a marker blocks again: an idle consumer never claims on a timer
-#: (new work and shutdown wake it at once; the metronome's horizon pushes a
-#: marker should one be lost, docs/protocol.md "Consumer").
+#: An idle fetcher's longest single block on the wake lists (capped under the
+#: socket timeout, connection.block_timeout_s); it then blocks again, never
+#: claiming on a timer (the metronome's horizon re-pushes a lost marker).
 IDLE_BLOCK_S = 30.0
 #: How late a blocking command's timeout may fire: the server checks them on
 #: its cron, every 1000/hz ms (hz 10 by default). A wait for a rate-limit
@@ -161,7 +159,10 @@ class Consumer:
         for thread in [self._fetcher, *self._handlers]:
             if thread is not None:
                 thread.join(max(0.0, deadline - time.monotonic()))
-        released += self._release([slot.claim for slot in self.slots.running()])
+        # Running jobs, and jobs a claim or finish in flight at the stop
+        # handed off after the first drain, go back too.
+        released += self._release([slot.claim for slot in self.slots.running()]
+                                  + self._drain_handoff())
         self.keeper.retire()
         return released
 
@@ -242,18 +243,15 @@ class Consumer:
     # -- the fetcher -------------------------------------------------------
 
     def _reserve_on_finish(self, queue: str, freeing: int) -> int:
-        """How many jobs a finish on ``queue`` recording ``freeing`` of this
-        process's outcomes claims (reserved): room counting those handlers
-        free, on the first queue only (see runtime/finisher.py), none once
-        stopping."""
+        """Room a finish on ``queue`` claims (reserved), its ``freeing``
+        handlers counted free: the first queue only, none once stopping."""
         if queue != self.queues[0] or self.stop.is_set():
             return 0
         return self.books.reserve(freeing)
 
     def _settled_by_finish(self, freed: int, reserved: int, claimed: int,
                            rest: list[Claim]) -> None:
-        """After a finish (see :meth:`Books.settled`); ``rest`` of the claims
-        go to the hand-off queue, the others went to the freed handlers."""
+        """After a finish (:meth:`Books.settled`); ``rest`` goes to the hand-off queue."""
         self._hand_off(rest)
         self.books.settled(freed, reserved, claimed)
 

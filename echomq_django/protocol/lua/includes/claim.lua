@@ -53,10 +53,14 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
   local buckets = base .. 'buckets'
 
   -- Rate-limited lanes whose token is due rejoin the ring (a bounded number).
-  for _, lane in ipairs(redis.call('ZRANGEBYSCORE', base .. 'waiting', '-inf', now,
-      'LIMIT', 0, 100)) do
-    redis.call('ZREM', base .. 'waiting', lane)
-    redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
+  -- Only a lane rate puts lanes there, and a change of limits empties it
+  -- (queues/set_limits.lua): without one there is nothing to read.
+  if lane_rate then
+    for _, lane in ipairs(redis.call('ZRANGEBYSCORE', base .. 'waiting', '-inf', now,
+        'LIMIT', 0, 100)) do
+      redis.call('ZREM', base .. 'waiting', lane)
+      redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
+    end
   end
 
   local deadline = now + lease_ms
@@ -142,7 +146,7 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
   end
   -- Short of jobs while lanes wait for tokens: say when the first one is due,
   -- so the caller sleeps until then instead of polling.
-  if claimed < want and out[2] == -1 then
+  if lane_rate and claimed < want and out[2] == -1 then
     local soonest = redis.call('ZRANGE', base .. 'waiting', 0, 0, 'WITHSCORES')
     if soonest[2] then
       out[2] = tonumber(soonest[2])

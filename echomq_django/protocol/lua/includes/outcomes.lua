@@ -37,8 +37,8 @@ end
 local function finish_ack(k, base, id, token, result, keep)
   local row, now, err, early = open_outcome(k, base, id, token, keep, 'ack')
   if err or early then return err, now, early end
-  redis.call('HSET', row, 'state', 'done', 'finished_at_ms', now, 'result', result)
-  settled(row, token, 'ack', 'done')
+  redis.call('HSET', row, 'state', 'done', 'finished_at_ms', now, 'result', result,
+    unpack(settled_fields(token, 'ack', 'done')))
   redis.call('PEXPIRE', row, keep.keep_ms)
   count(base, 'done', now, keep.stats_ttl_ms)
   return nil, now, 'done'
@@ -48,9 +48,9 @@ local function finish_retry(k, base, id, token, delay_ms, error_text, keep)
   local row, now, err, early = open_outcome(k, base, id, token, keep, 'retry')
   if err or early then return err, now, early end
   local score = now + delay_ms
-  redis.call('HSET', row, 'last_error', error_text, 'failed_at_ms', now)
-  park(row, k.schedule, k.beat, id, score)
-  settled(row, token, 'retry', 'scheduled')
+  local fields = settled_fields(token, 'retry', 'scheduled')
+  fields[5], fields[6], fields[7], fields[8] = 'last_error', error_text, 'failed_at_ms', now
+  park(row, k.schedule, k.beat, id, score, fields)
   count(base, 'failed', now, keep.stats_ttl_ms)
   return nil, score, 'scheduled'
 end
@@ -61,8 +61,7 @@ local function finish_snooze(k, base, id, token, delay_ms, keep)
   local score = now + delay_ms
   redis.call('HINCRBY', row, 'attempts', -1)
   redis.call('HINCRBY', row, 'snoozes', 1)
-  park(row, k.schedule, k.beat, id, score)
-  settled(row, token, 'snooze', 'scheduled')
+  park(row, k.schedule, k.beat, id, score, settled_fields(token, 'snooze', 'scheduled'))
   return nil, score, 'scheduled'
 end
 
@@ -70,7 +69,7 @@ local function finish_dead(k, base, id, token, reason, error_text, keep)
   local row, now, err, early = open_outcome(k, base, id, token, keep, 'dead')
   if err or early then return err, now, early end
   bury(base, k.dead, id, now, reason, error_text,
-    {ttl_ms = keep.dead_ttl_ms, max = keep.dead_max, stats_ttl_ms = keep.stats_ttl_ms})
-  settled(row, token, 'dead', 'dead')
+    {ttl_ms = keep.dead_ttl_ms, max = keep.dead_max, stats_ttl_ms = keep.stats_ttl_ms},
+    settled_fields(token, 'dead', 'dead'))
   return nil, now, 'dead'
 end

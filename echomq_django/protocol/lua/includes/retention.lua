@@ -30,15 +30,16 @@ local function trim_dead(base, dead, now, ttl_ms, most)
   end
 end
 
--- bury(base, dead, id, now, reason, err, keep): the job, whose lease the
+-- bury(base, dead, id, now, reason, err, keep, fields): the job, whose lease the
 -- caller has ended, becomes a dead letter: state dead, reason, last_error,
 -- finished_at_ms; its row expires after keep.ttl_ms; it joins the dead set at
 -- now; 'failed' is counted (kept keep.stats_ttl_ms); then the set is trimmed
--- to keep.ttl_ms and keep.max. The one way every script ends a job dead.
-local function bury(base, dead, id, now, reason, err, keep)
+-- to keep.ttl_ms and keep.max (`fields`, or nil: more field/value pairs for
+-- the row's HSET). The one way every script ends a job dead.
+local function bury(base, dead, id, now, reason, err, keep, fields)
   local row = base .. 'job:' .. id
   redis.call('HSET', row, 'state', 'dead', 'reason', reason, 'last_error', err,
-    'finished_at_ms', now)
+    'finished_at_ms', now, unpack(fields or {}))
   redis.call('PEXPIRE', row, keep.ttl_ms)
   redis.call('ZADD', dead, now, id)
   count(base, 'failed', now, keep.stats_ttl_ms)

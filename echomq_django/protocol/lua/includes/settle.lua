@@ -37,8 +37,14 @@ local function settle(row, active, claims, id, token, keep_ms, op)
   return nil, now, false, nil
 end
 
--- settled(row, token, op, outcome): record how this token ended the lease, so
--- a repeat of the same call answers the same (see settle).
+-- settled_fields(token, op, outcome): the row's fields that record how this
+-- token ended the lease, so a repeat of the same call answers the same (see
+-- settle); for the caller's own HSET of the outcome (one write, not two).
+local function settled_fields(token, op, outcome)
+  return {'settled_token', token, 'settled', op .. ':' .. outcome}
+end
+
+-- settled(row, token, op, outcome): record them on their own.
 local function settled(row, token, op, outcome)
-  redis.call('HSET', row, 'settled_token', token, 'settled', op .. ':' .. outcome)
+  redis.call('HSET', row, unpack(settled_fields(token, op, outcome)))
 end

@@ -145,6 +145,17 @@ def test_client_kill_every_50_ms_loses_fails_and_repeats_nothing(tmp_path, queue
         try:
             wait_for(_tolerant(lambda: client.scard(f"{queue}:runs") == len(handles)),
                      timeout=60)
+        except AssertionError:
+            # Say where it stood: the sets and the worker's own log.
+            stop_event.set()
+            ks = Keyspace(queue)
+            where = _tolerant(lambda: {"ran": client.scard(f"{queue}:runs"),
+                                       "pending": client.zcard(ks.pending),
+                                       "active": client.zcard(ks.active),
+                                       "schedule": client.zcard(ks.schedule),
+                                       "dead": client.zcard(ks.dead)})()
+            raise AssertionError(f"not every job ran within 60 s: {where}\n"
+                                 f"{kill_all(worker)[-4000:]}") from None
         finally:
             stop_event.set()
             killer.join()

@@ -234,8 +234,10 @@ def test_bad_queue_or_name(rep, queue_name, name, exc, word):
 def test_pump_mints_one_job_with_the_occurrence_payload_and_advances(
         rep, redis_client, queue, server_time_ms):
     ks = Keyspace(queue)
-    rep.register(queue, "tick", every_ms=1000, template=TEMPLATE)
-    slot = server_time_ms() // 1000 * 1000
+    # Hourly: the next slot is never reached between the two pumps (with
+    # every second, a slow machine crossed into the next slot and minted it).
+    rep.register(queue, "tick", every_ms=3_600_000, template=TEMPLATE)
+    slot = server_time_ms() // 3_600_000 * 3_600_000
     force_due(redis_client, queue, "tick", slot)
     assert rep.pump(queue) == 1
     assert rep.pump(queue) == 0  # already advanced past now

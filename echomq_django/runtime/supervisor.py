@@ -40,6 +40,9 @@ EXIT_CRASHED = 70
 MAX_PROCESSES = 1000
 #: How long the boot-time schedule sync rides out a server that drops connections (s).
 BOOT_PERSIST_S = 60.0
+#: How long the first PING rides out dropped connections (s): a refused or
+#: unreachable server is still one clear error within about this long.
+PING_PERSIST_S = 1.0
 #: A child that ran this long before it exited is started again at once (s).
 RESTART_STABLE_S = 30.0
 #: A child that exits sooner than RESTART_STABLE_S after its start, twice or
@@ -205,12 +208,17 @@ class Supervisor:
         """Reach the server once (PING) before anything starts.
 
         Raises ConfigurationError naming the URL (never its password) when it
-        cannot be reached or refuses the connection (a wrong password, a db
-        index it lacks).
+        cannot be reached within PING_PERSIST_S or refuses the connection (a
+        wrong password, a db index it lacks).
         """
         client = get_connection()
         try:
-            client.ping()
+            # A connection dropped under the PING (a CLIENT KILL, a proxy's
+            # reset) is tried again for up to PING_PERSIST_S; a refused or
+            # unreachable server still fails within it, and a refusal that
+            # does not pass (a wrong password, a missing db) at once.
+            persist(client.ping, deadline=time.monotonic() + PING_PERSIST_S,
+                    outage=self.outage())
         except redis.RedisError as err:
             raise ConfigurationError(
                 f"cannot use the EchoMQ server at {describe(client)}: {err}") from None

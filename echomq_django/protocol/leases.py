@@ -344,9 +344,12 @@ def _outcome_args(index: int, outcome: Finish) -> list[Any]:
         check_job_id(outcome.job_id)
         token = check_str("token", outcome.token)
         if outcome.op == "ack":
-            return ["ack", outcome.job_id, token,
-                    "" if outcome.result is None else rules.json_text("result", outcome.result),
-                    ""]
+            if outcome.result_text is not None:
+                text = check_text("result_text", outcome.result_text)
+            else:
+                text = "" if outcome.result is None else rules.json_text("result",
+                                                                          outcome.result)
+            return ["ack", outcome.job_id, token, text, ""]
         if outcome.op == "dead":
             return ["dead", outcome.job_id, token, check_str("reason", outcome.reason),
                     check_text("error", str(outcome.error))]

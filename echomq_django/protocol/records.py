@@ -111,6 +111,9 @@ class Finish:
     delay_ms: int = 0
     reason: str = ""
     error: str = ""
+    #: ack: the result already encoded by ``rules.json_text`` (the caller
+    #: checked it), used in place of ``result`` so it is encoded once.
+    result_text: str | None = None
 
 
 @dataclass(frozen=True)

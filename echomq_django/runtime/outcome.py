@@ -203,12 +203,13 @@ class Runner:
         that is only logged."""
         if outcome == "done":
             try:
-                rules.json_text("result", result)
+                text = "" if result is None else rules.json_text("result", result)
             except (TypeError, ValueError) as err:
                 log.warning("job %s returned a value that is not JSON (%s); it is not kept",
                             claim.job_id, err)
-                result = None
-            return Finish("ack", claim.job_id, claim.token, result=result)
+                text = ""
+            # Encoded once here; finish sends the text as it is.
+            return Finish("ack", claim.job_id, claim.token, result_text=text)
         if outcome in ("retry", "snooze"):
             return Finish(outcome, claim.job_id, claim.token, delay_ms=delay_ms, error=error)
         if outcome == "dead":

@@ -50,6 +50,12 @@ class PayloadTooLargeError(EchoMQError, ValueError):
     """A job's JSON payload is larger than ``ECHOMQ["MAX_PAYLOAD_BYTES"]``."""
 
 
+class JobTimeoutError(EchoMQError, TimeoutError):
+    """An attempt overran its job's ``timeout_ms`` (the class a timed-out
+    attempt's error is kept under; the handler is not interrupted by it:
+    docs/protocol.md, "Time limit")."""
+
+
 class JobFailedError(EchoMQError):
     """A job whose result was asked for ended dead or cancelled; ``row`` is its JobRow."""
 

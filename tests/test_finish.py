@@ -67,7 +67,7 @@ def test_every_outcome_in_one_call_ends_as_its_single_call_ends(jobs, queue, red
             assert states == ["done", "scheduled", "scheduled", "dead"] and claims == []
         ks = Keyspace(q)
         timeless = {"finished_at_ms", "failed_at_ms", "run_at_ms", "enqueued_at_ms",
-                    "started_at_ms", "settled_token", "consumer"}
+                    "started_at_ms", "first_started_at_ms", "settled_token", "consumer"}
         rows[q] = ([{k: v for k, v in redis_client.hgetall(ks.job(c.job_id)).items()
                      if k not in timeless} for c in (a, r, s, d)],
                    [redis_client.zcard(key) for key in (ks.active, ks.schedule, ks.dead)],
@@ -147,11 +147,12 @@ def test_a_malformed_outcome_writes_nothing_and_names_its_index(jobs, queue, red
     keys = [ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused, ks.schedule, ks.dead,
             ks.job(held[0].job_id), ks.job(held[1].job_id)]
     fixed = [ks.base, "w", 60_000, WAKE_CAP, "t", 1, 60_000, 60_000, 10, 60_000]
-    good_args = ["ack", held[0].job_id, held[0].token, "", ""]
-    for tail, match in [(["ack", held[1].job_id, held[1].token, "{nope", ""], "result"),
-                        (["retry", held[1].job_id, held[1].token, "1.5", ""], "delay_ms"),
-                        (["dead", held[1].job_id, held[1].token, "", ""], "reason"),
-                        (["pause", held[1].job_id, held[1].token, "", ""], "op")]:
+    good_args = ["ack", held[0].job_id, held[0].token, "", "", ""]
+    for tail, match in [(["ack", held[1].job_id, held[1].token, "{nope", "", ""], "result"),
+                        (["retry", held[1].job_id, held[1].token, "1.5", "", ""], "delay_ms"),
+                        (["dead", held[1].job_id, held[1].token, "", "", ""], "reason"),
+                        (["pause", held[1].job_id, held[1].token, "", "", ""], "op"),
+                        (["ack", held[1].job_id, held[1].token, "", ""], "six entries")]:
         with pytest.raises(ValueError, match=match):
             scripts.run(conn, "jobs/finish", keys, fixed + good_args + tail)
         assert snapshot(redis_client, queue_pattern(queue)) == before
@@ -159,7 +160,7 @@ def test_a_malformed_outcome_writes_nothing_and_names_its_index(jobs, queue, red
         scripts.run(conn, "jobs/finish", keys[:-1], fixed + good_args + good_args)
     with pytest.raises(ValueError, match="EMQKEY|must be"):
         scripts.run(conn, "jobs/finish", keys[:-1] + [ks.job(held[0].job_id)],
-                    fixed + good_args + ["ack", held[1].job_id, held[1].token, "", ""])
+                    fixed + good_args + ["ack", held[1].job_id, held[1].token, "", "", ""])
     assert snapshot(redis_client, queue_pattern(queue)) == before
 
 
@@ -262,3 +263,42 @@ def test_a_claim_repeated_with_a_smaller_count_answers_every_lease_its_token_hol
                                        token="lost-reply")
     assert [c.job_id for c in by_finish] == [c.job_id for c in first]
     assert snapshot(redis_client, queue_pattern(queue)) == before
+
+
+def test_every_attempt_keeps_its_worker_and_its_error(jobs, queue):
+    """The row's attempt trail ("The job row": worker.<n>, error.<n>,
+    error_class.<n>, first_started_at_ms): two failed attempts by two
+    workers, then a third that succeeds."""
+    (job_id,) = enqueue(jobs, queue, 1)
+    starts = []
+    for attempt, (worker, cls) in enumerate([("w1", "builtins.ValueError"),
+                                             ("w2", "")], start=1):
+        claim = jobs.claim(queue, worker, 60_000)
+        assert claim.job_id == job_id and claim.attempts == attempt
+        starts.append(claim.claimed_at_ms)
+        states, _, _ = jobs.finish_many(queue, [Finish(
+            "retry", job_id, claim.token, delay_ms=0, error=f"tb {attempt}", error_class=cls)])
+        assert states == ["scheduled"]
+        jobs.promote(queue)
+    claim = jobs.claim(queue, "w3", 60_000)
+    jobs.finish_many(queue, [Finish("ack", job_id, claim.token, "ok")])
+    row = jobs.get(queue, job_id)
+    assert row.state == "done" and row.attempts == 3
+    assert row.workers == ("w1", "w2", "w3")
+    assert [(e.attempt, e.error_class, e.traceback) for e in row.errors] == [
+        (1, "builtins.ValueError", "tb 1"), (2, "", "tb 2")]
+    assert row.first_started_at_ms == starts[0] and row.started_at_ms == claim.claimed_at_ms
+    assert row.last_error == "tb 2"
+
+
+def test_a_dead_attempt_keeps_its_error_class(jobs, queue):
+    (job_id,) = enqueue(jobs, queue, 1)
+    claim = jobs.claim(queue, "w", 60_000)
+    jobs.finish_many(queue, [Finish("dead", job_id, claim.token, reason="failed", error="tb",
+                                    error_class="app.errors.Boom")])
+    row = jobs.get(queue, job_id)
+    assert row.state == "dead"
+    assert [(e.attempt, e.error_class, e.traceback) for e in row.errors] == [
+        (1, "app.errors.Boom", "tb")]
+    with pytest.raises(ValueError, match="error_class"):
+        jobs.finish_many(queue, [Finish("dead", job_id, "t", reason="x", error_class="\ud800")])

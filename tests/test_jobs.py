@@ -686,6 +686,8 @@ def test_get_returns_a_typed_row(jobs, redis_client, queue, ks):
     assert row.consumer == "w"
     assert row.lease_until_ms == claim.lease_deadline_ms
     assert row.started_at_ms == claim.claimed_at_ms
+    assert row.first_started_at_ms == claim.claimed_at_ms
+    assert row.workers == ("w",) and row.errors == ()
     assert isinstance(row.enqueued_at_ms, int)
     assert row.finished_at_ms is None and row.result is None and row.last_error is None
     assert row.extra == {"future_field": "x"}

@@ -328,7 +328,8 @@ def _base_cases(jobs: Jobs, queue: str):
     return {
         "jobs/finish": (keys_for("jobs/finish", ks, to_finish.job_id),
                         lambda base: [base, "w", 60_000, WAKE_CAP, "tb", 1, 60_000, 60_000, 10,
-                                      60_000, "ack", to_finish.job_id, to_finish.token, "", ""]),
+                                      60_000, "ack", to_finish.job_id, to_finish.token, "", "",
+                                      ""]),
         "jobs/ack": (keys_for("jobs/ack", ks, to_ack.job_id),
                 lambda base: [to_ack.job_id, to_ack.token, "", 60_000, base, 60_000]),
         "jobs/retry": (keys_for("jobs/retry", ks, to_retry.job_id),
@@ -430,7 +431,7 @@ def _writing_calls(conn, redis_client, queue):
         "jobs/finish": ([ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused,
                          ks.schedule, ks.dead, ks.job(fin.job_id)],
                         [base, "w", 60_000, WAKE_CAP, "tok-fin", 1, 60_000, 60_000, 10, 60_000,
-                         "retry", fin.job_id, fin.token, 10, "e"]),
+                         "retry", fin.job_id, fin.token, 10, "e", "builtins.ValueError"]),
         "jobs/progress": ([ks.job(p.job_id)], [p.job_id, p.token, 50, "m"]),
         "jobs/release": ([ks.active, ks.claims, ks.pending, ks.wake, ks.job(rel.job_id)],
                          [WAKE_CAP, 60_000, rel.job_id, rel.token]),

@@ -333,7 +333,7 @@ _OPS = ("ack", "retry", "snooze", "dead")
 
 
 def _outcome_args(index: int, outcome: Finish) -> list[Any]:
-    """finish's five arguments for one outcome, checked as its single call
+    """finish's six arguments for one outcome, checked as its single call
     checks them; errors name the outcome's index."""
     if not isinstance(outcome, Finish):
         raise TypeError(f"outcomes[{index}] must be a Finish, got {type(outcome).__name__}")
@@ -349,12 +349,16 @@ def _outcome_args(index: int, outcome: Finish) -> list[Any]:
             else:
                 text = "" if outcome.result is None else rules.json_text("result",
                                                                           outcome.result)
-            return ["ack", outcome.job_id, token, text, ""]
+            return ["ack", outcome.job_id, token, text, "", ""]
         if outcome.op == "dead":
             return ["dead", outcome.job_id, token, check_str("reason", outcome.reason),
-                    check_text("error", str(outcome.error))]
+                    check_text("error", str(outcome.error)),
+                    check_text("error_class", outcome.error_class)]
         delay_ms = check_int("delay_ms", outcome.delay_ms, 0)
-        error = check_text("error", str(outcome.error)) if outcome.op == "retry" else ""
-        return [outcome.op, outcome.job_id, token, delay_ms, error]
+        if outcome.op == "retry":
+            return ["retry", outcome.job_id, token, delay_ms,
+                    check_text("error", str(outcome.error)),
+                    check_text("error_class", outcome.error_class)]
+        return ["snooze", outcome.job_id, token, delay_ms, "", ""]
     except (TypeError, ValueError) as err:
         raise type(err)(f"outcomes[{index}]: {err}") from None

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Outcome", "Claim", "Finish", "Renewal", "JobRow", "PAYLOAD_FIELDS", "decode_row",
-           "CheckedPayload"]
+__all__ = ["Outcome", "Claim", "Finish", "Renewal", "JobRow", "AttemptError", "PAYLOAD_FIELDS",
+           "decode_row", "CheckedPayload"]
 
 #: The row fields that hold a job's payload, in order (lua/includes/payload.lua
 #: writes them): ``payload`` alone, or the payload's chunks in ``payload``,
@@ -101,7 +101,9 @@ class Finish:
     ``op`` is ``"ack"`` (``result``: a JSON-serialisable return value, None
     for none), ``"retry"`` (``delay_ms``, ``error``), ``"snooze"``
     (``delay_ms``) or ``"dead"`` (``reason``, non-empty; ``error``), as the
-    single calls take them (docs/protocol.md, "finish").
+    single calls take them (docs/protocol.md, "finish"). A retry or dead may
+    name the error's class (``error_class``, a dotted path such as
+    ``"builtins.ValueError"``), kept with the attempt's error.
     """
 
     op: str
@@ -114,6 +116,7 @@ class Finish:
     #: ack: the result already encoded by ``rules.json_text`` (the caller
     #: checked it), used in place of ``result`` so it is encoded once.
     result_text: str | None = None
+    error_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,8 +133,22 @@ class Renewal:
 _INT_FIELDS = {
     "attempts", "stalls", "snoozes", "progress", "progress_at_ms", "scheduled_for_ms",
     "enqueued_at_ms", "run_at_ms", "started_at_ms", "finished_at_ms", "failed_at_ms",
-    "lease_until_ms", "priority",
+    "lease_until_ms", "priority", "first_started_at_ms",
 }
+#: Per-attempt fields ("The job row"): ``worker.<n>``, ``error.<n>``,
+#: ``error_class.<n>``, gathered into JobRow.workers and JobRow.errors.
+_ATTEMPT_FIELDS = ("worker.", "error.", "error_class.")
+
+
+@dataclass(frozen=True)
+class AttemptError:
+    """One failed attempt's error, as kept on the row: the attempt (from 1),
+    the exception's class path (``"builtins.ValueError"``; ``""`` when the
+    failure was recorded without one) and the traceback text."""
+
+    attempt: int
+    error_class: str
+    traceback: str
 
 
 @dataclass(frozen=True)
@@ -171,6 +188,13 @@ class JobRow:
     result: str | None = None
     reason: str | None = None
     last_error: str | None = None
+    #: When attempt 1 began (started_at_ms is the last attempt's start).
+    first_started_at_ms: int | None = None
+    #: Who ran each attempt, in order (``workers[0]`` ran attempt 1; ``""``
+    #: for an attempt whose worker is not recorded).
+    workers: tuple[str, ...] = ()
+    #: Every failed attempt's error, in attempt order.
+    errors: tuple[AttemptError, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -184,16 +208,33 @@ class JobRow:
         :func:`decode_row` joins the payload). Absent fields take their
         defaults (``attempts`` 0: a job never claimed has none stored)."""
         raw = decode_row(raw)
-        known = {f for f in cls.__dataclass_fields__ if f not in ("queue", "job_id", "extra")}
+        known = {f for f in cls.__dataclass_fields__
+                 if f not in ("queue", "job_id", "extra", "workers", "errors")}
         values: dict[str, Any] = {}
         extra: dict[str, str] = {}
+        attempt_fields: dict[tuple[str, int], str] = {}
         for key, value in raw.items():
             if key in _INT_FIELDS:
                 values[key] = int(value)
             elif key in known:
                 values[key] = value
+            elif key.startswith(_ATTEMPT_FIELDS) and key.rpartition(".")[2].isdigit():
+                name, _, number = key.rpartition(".")
+                attempt_fields[name, int(number)] = value
             else:
                 extra[key] = value
         values.setdefault("state", "unknown")
         values.setdefault("payload", "")
+        if attempt_fields:
+            values["workers"], values["errors"] = _attempts(attempt_fields)
         return cls(queue=queue, job_id=job_id, extra=extra, **values)
+
+
+def _attempts(fields: dict[tuple[str, int], str]) -> tuple[tuple[str, ...],
+                                                         tuple[AttemptError, ...]]:
+    """The per-attempt fields gathered: workers by attempt and the errors."""
+    ran = [n for name, n in fields if name == "worker"]
+    workers = tuple(fields.get(("worker", n), "") for n in range(1, max(ran, default=0) + 1))
+    errors = tuple(AttemptError(n, fields.get(("error_class", n), ""), fields[name, n])
+                   for name, n in sorted(fields, key=lambda f: f[1]) if name == "error")
+    return workers, errors

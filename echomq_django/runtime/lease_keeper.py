@@ -27,7 +27,9 @@ from typing import Callable
 from ..connection.resilience import Outage, passing
 from ..protocol.jobs import Jobs
 from ..protocol.presence import Presence
-from .outcome import after_failure
+from ..api import registry
+from ..exceptions import JobTimeoutError
+from .outcome import class_path, decide_failure
 from .slots import Slot, Slots
 
 __all__ = ["ANNOUNCE_S", "ANNOUNCE_TTL_MS", "CANCEL_CHECK_S", "IDLE_ANNOUNCE_S", "LeaseKeeper"]
@@ -156,10 +158,11 @@ class LeaseKeeper:
         runs on (Python cannot stop a thread); its late outcome is refused."""
         slot.timed_out = True
         claim = slot.claim
-        error = f"the handler overran its time limit of {slot.timeout_ms} ms"
-        outcome, delay_ms = after_failure(claim.attempts, slot.max_attempts, slot.policy)
+        err = JobTimeoutError(f"the handler overran its time limit of {slot.timeout_ms} ms")
+        outcome, delay_ms = decide_failure(registry.lookup(slot.path), err, claim.attempts,
+                                           slot.max_attempts, slot.policy)
         self.finish(claim, slot.path, slot.started, outcome, reason="timeout",
-                    error=error, delay_ms=delay_ms)
+                    error=str(err), delay_ms=delay_ms, error_class=class_path(err))
         if self.on_timeout is not None:
             self.on_timeout(slot)
 

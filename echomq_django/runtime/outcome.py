@@ -46,7 +46,7 @@ from .finisher import Finisher
 from .slots import Slots
 from ..connection.resilience import Outage, persist
 
-__all__ = ["Retention", "Runner", "after_failure"]
+__all__ = ["Retention", "Runner", "after_failure", "class_path", "decide_failure"]
 
 log = logging.getLogger("echomq.consumer")
 
@@ -58,6 +58,17 @@ def after_failure(attempts: int, max_attempts: int, policy: tuple) -> tuple[str,
     if attempts >= max_attempts:
         return "dead", 0
     return "retry", Backoff.delay_ms(policy, attempts)
+
+
+def decide_failure(fn, err: BaseException, attempts: int, max_attempts: int,
+                   policy: tuple) -> tuple[str, int]:
+    """:func:`after_failure`, unless the job's registered function has a
+    retry rule of its own, ``fn.after_failure(err, attempts)`` (a
+    django.tasks Task's ``backoff`` callable), which answers the same shape."""
+    decide = getattr(fn, "after_failure", None)
+    if decide is not None:
+        return decide(err, attempts)
+    return after_failure(attempts, max_attempts, policy)
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,10 @@ class Runner:
         except ValueError as err:
             return self.finish(claim, path, started, "dead", reason="bad payload", error=str(err))
         fn = registry.lookup(path)
+        if fn is None and "task" in extra:  # a django.tasks Task, found by its path
+            from ..integrations.tasks.worker import resolve_task
+
+            fn = resolve_task(path)
         if fn is None:
             return self.finish(claim, path, started, "dead", reason="unknown job",
                                error=f"no @job registered at {path!r} in this worker")
@@ -137,18 +152,18 @@ class Runner:
             return self.finish(claim, path, started, "snooze", delay_ms=snooze.delay_ms)
         except Discard as discard:
             return self.finish(claim, path, started, "dead", reason=discard.reason,
-                               error=traceback.format_exc())
+                               error=traceback.format_exc(), error_class=class_path(discard))
         except BaseException as err:  # noqa: BLE001 - whatever a handler raises (SystemExit
             # too) is that job's failure: handler code never takes its thread down.
             if slot is not None and slot.timed_out:
                 return self._timed_out(claim, path, started)
             error = traceback.format_exc()
-            outcome, delay_ms = after_failure(claim.attempts, max_attempts, policy)
+            outcome, delay_ms = decide_failure(fn, err, claim.attempts, max_attempts, policy)
             if outcome == "retry" and isinstance(err, Retry) and err.delay_ms is not None:
                 delay_ms = err.delay_ms
             return self.finish(claim, path, started, outcome,
                                reason="failed" if outcome == "dead" else "", delay_ms=delay_ms,
-                               error=error)
+                               error=error, error_class=class_path(err))
         finally:
             _after_handler()
         if slot is not None and slot.timed_out:
@@ -164,16 +179,21 @@ class Runner:
         return "timeout"
 
     def finish(self, claim: Claim, path: str, started: float, outcome: str, *,
-               reason: str = "", error: str = "", delay_ms: int = 0, result=None) -> str:
+               reason: str = "", error: str = "", delay_ms: int = 0, result=None,
+               error_class: str = "") -> str:
         """Record ``outcome`` (done, retry, snooze, dead; any other word only
         logs) for ``claim`` and log it; returns the outcome as recorded
         (cancelled when a cancel was requested, stale when the lease was lost).
 
         ``reason`` and ``error`` come from the handler (a Discard's reason, a
         traceback): a lone surrogate in them is stored as its escape
-        (:func:`echomq_django.rules.storable_text`), never refused."""
+        (:func:`echomq_django.rules.storable_text`), never refused.
+        ``error_class`` is the dotted path of the exception's class, kept
+        with the attempt's error. A job whose registered function has an
+        ``on_finished(claim, outcome, result=, error=, error_class=)`` hook
+        (a django.tasks Task) hears the recorded outcome."""
         reason, error = rules.storable_text(reason), rules.storable_text(error)
-        finish = self._finish_for(claim, outcome, reason, error, delay_ms, result)
+        finish = self._finish_for(claim, outcome, reason, error, delay_ms, result, error_class)
         try:
             state = outcome if finish is None else self.finisher.record(
                 claim, finish, lease_s=self._lease_s(), slot=self.slots.current())
@@ -184,6 +204,9 @@ class Runner:
             outcome, failure = "stale", None
         except redis.RedisError as err:
             outcome, failure = "unrecorded", (outcome, err)
+        hook = getattr(registry.lookup(path), "on_finished", None)
+        if hook is not None:
+            hook(claim, outcome, result=result, error=error, error_class=error_class)
         level = _LOG_LEVELS.get(outcome, logging.WARNING)
         if log.isEnabledFor(level):  # no formatting for a line nobody reads
             log.log(level, "job %s %s attempt %d -> %s%s [%.1f ms]", claim.job_id, path,
@@ -198,7 +221,7 @@ class Runner:
         return (slot.lease_ms if slot is not None else self.lease_ms) / 1000
 
     def _finish_for(self, claim: Claim, outcome: str, reason: str, error: str, delay_ms: int,
-                    result) -> Finish | None:
+                    result, error_class: str) -> Finish | None:
         """The :class:`Finish` that records ``outcome``, or None for a word
         that is only logged."""
         if outcome == "done":
@@ -210,10 +233,14 @@ class Runner:
                 text = ""
             # Encoded once here; finish sends the text as it is.
             return Finish("ack", claim.job_id, claim.token, result_text=text)
-        if outcome in ("retry", "snooze"):
-            return Finish(outcome, claim.job_id, claim.token, delay_ms=delay_ms, error=error)
+        if outcome == "retry":
+            return Finish("retry", claim.job_id, claim.token, delay_ms=delay_ms, error=error,
+                          error_class=error_class)
+        if outcome == "snooze":
+            return Finish("snooze", claim.job_id, claim.token, delay_ms=delay_ms)
         if outcome == "dead":
-            return Finish("dead", claim.job_id, claim.token, reason=reason, error=error)
+            return Finish("dead", claim.job_id, claim.token, reason=reason, error=error,
+                          error_class=error_class)
         return None
 
 
@@ -259,6 +286,13 @@ def _detail(outcome: str, reason: str, error: str, delay_ms: int, failure) -> st
         return (f" ({wanted} could not be recorded: {err}; the lease runs out and the reaper "
                 "returns the job)")
     return ""
+
+
+def class_path(err: BaseException) -> str:
+    """The dotted path of ``err``'s class (``"builtins.ValueError"``), as
+    kept with a failed attempt's error ("The job row": ``error_class.<n>``)."""
+    kind = type(err)
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _last_line(error: str) -> str:

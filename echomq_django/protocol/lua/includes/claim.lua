@@ -132,8 +132,17 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
         claimed = claimed + 1
         local token = batch .. '.' .. claimed
         local attempts = tonumber(found[2] or '0') + 1
-        redis.call('HSET', row, 'state', 'active', 'attempts', attempts, 'token', token,
-          'consumer', consumer, 'lease_until_ms', deadline, 'started_at_ms', now)
+        -- worker.<n>: who ran attempt n ("The job row"); the first attempt's
+        -- start is kept apart from the last one's.
+        if attempts == 1 then
+          redis.call('HSET', row, 'state', 'active', 'attempts', attempts, 'token', token,
+            'consumer', consumer, 'lease_until_ms', deadline, 'started_at_ms', now,
+            'worker.1', consumer, 'first_started_at_ms', now)
+        else
+          redis.call('HSET', row, 'state', 'active', 'attempts', attempts, 'token', token,
+            'consumer', consumer, 'lease_until_ms', deadline, 'started_at_ms', now,
+            'worker.' .. attempts, consumer)
+        end
         redis.call('HSET', k.claims, token, id)
         redis.call('ZADD', k.active, deadline, id)
         if grouped then

@@ -21,17 +21,31 @@
 -- @include retention
 
 -- open_outcome(k, base, id, token, keep, op): the start all four share
--- (includes/settle.lua). Returns row, now, err, early: err an EMQSTALE reply;
--- early the state to answer at once (a repeat's recorded outcome, or
--- 'cancelled'); neither when the caller records its outcome now.
+-- (includes/settle.lua). Returns row, now, err, early, attempts: err an
+-- EMQSTALE reply; early the state to answer at once (a repeat's recorded
+-- outcome, or 'cancelled'); neither when the caller records its outcome now;
+-- attempts the attempt the lease ran.
 local function open_outcome(k, base, id, token, keep, op)
   local row = base .. 'job:' .. id
-  local err, now, cancelled, replay = settle(row, k.active, k.claims, id, token, keep.keep_ms,
-    op)
+  local err, now, cancelled, replay, attempts = settle(row, k.active, k.claims, id, token,
+    keep.keep_ms, op)
   if err then return row, now, err, nil end
   if replay then return row, now, nil, replay end
   if cancelled then return row, now, nil, 'cancelled' end
-  return row, now, nil, nil
+  return row, now, nil, nil, attempts
+end
+
+-- attempt_error(fields, attempts, error_text, error_class): the failed
+-- attempt's own record ("The job row": error.<n>, error_class.<n>), added to
+-- the fields the outcome writes, so every attempt's error is kept.
+local function attempt_error(fields, attempts, error_text, error_class)
+  fields[#fields + 1] = 'error.' .. attempts
+  fields[#fields + 1] = error_text
+  if error_class ~= '' then
+    fields[#fields + 1] = 'error_class.' .. attempts
+    fields[#fields + 1] = error_class
+  end
+  return fields
 end
 
 local function finish_ack(k, base, id, token, result, keep)
@@ -44,13 +58,14 @@ local function finish_ack(k, base, id, token, result, keep)
   return nil, now, 'done'
 end
 
-local function finish_retry(k, base, id, token, delay_ms, error_text, keep)
-  local row, now, err, early = open_outcome(k, base, id, token, keep, 'retry')
+local function finish_retry(k, base, id, token, delay_ms, error_text, error_class, keep)
+  local row, now, err, early, attempts = open_outcome(k, base, id, token, keep, 'retry')
   if err or early then return err, now, early end
   local score = now + delay_ms
   local fields = settled_fields(token, 'retry', 'scheduled')
   fields[5], fields[6], fields[7], fields[8] = 'last_error', error_text, 'failed_at_ms', now
-  park(row, k.schedule, k.beat, id, score, fields)
+  park(row, k.schedule, k.beat, id, score, attempt_error(fields, attempts, error_text,
+    error_class))
   count(base, 'failed', now, keep.stats_ttl_ms)
   return nil, score, 'scheduled'
 end
@@ -65,11 +80,11 @@ local function finish_snooze(k, base, id, token, delay_ms, keep)
   return nil, score, 'scheduled'
 end
 
-local function finish_dead(k, base, id, token, reason, error_text, keep)
-  local row, now, err, early = open_outcome(k, base, id, token, keep, 'dead')
+local function finish_dead(k, base, id, token, reason, error_text, error_class, keep)
+  local row, now, err, early, attempts = open_outcome(k, base, id, token, keep, 'dead')
   if err or early then return err, now, early end
   bury(base, k.dead, id, now, reason, error_text,
     {ttl_ms = keep.dead_ttl_ms, max = keep.dead_max, stats_ttl_ms = keep.stats_ttl_ms},
-    settled_fields(token, 'dead', 'dead'))
+    attempt_error(settled_fields(token, 'dead', 'dead'), attempts, error_text, error_class))
   return nil, now, 'dead'
 end

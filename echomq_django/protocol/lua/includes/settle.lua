@@ -1,6 +1,6 @@
 -- settle(row, active, claims, id, token, keep_ms, op): the start every script
 -- that ends a lease shares (op is 'ack', 'retry', 'snooze', 'dead' or
--- 'release'). Returns err, now, cancelled, replay:
+-- 'release'). Returns err, now, cancelled, replay, attempts:
 --   err     an EMQSTALE error reply: the token does not hold the lease and did
 --           not end it either (nothing changed; return it);
 --   replay  the outcome this very token recorded when this same op ended the
@@ -10,7 +10,8 @@
 --   now     otherwise, the server clock; the lease is over (the job left
 --           active and lost its token);
 --   cancelled  true when a cancel requested while it ran has ended the job
---           cancelled, kept keep_ms, whatever the caller's outcome would be.
+--           cancelled, kept keep_ms, whatever the caller's outcome would be;
+--   attempts   the attempt this lease ran (the row's count; a number).
 -- The caller records its own outcome with settled(). Needs: now, fence,
 -- lanes, lease, cancelled.
 -- @include now
@@ -20,7 +21,7 @@
 -- @include cancelled
 local function settle(row, active, claims, id, token, keep_ms, op)
   local found = redis.call('HMGET', row, 'state', 'token', 'settled_token', 'settled', 'group',
-    'cancel_requested')
+    'cancel_requested', 'attempts')
   if found[1] ~= 'active' or found[2] ~= token then
     local prefix = op .. ':'
     if found[3] == token and found[4] and string.sub(found[4], 1, #prefix) == prefix then
@@ -32,9 +33,9 @@ local function settle(row, active, claims, id, token, keep_ms, op)
   end_lease(row, active, claims, id, token, found[5] or UNGROUPED)
   if end_if_cancelled(row, now, keep_ms, found[6] or false) then
     redis.call('HSET', row, 'settled_token', token, 'settled', op .. ':cancelled')
-    return nil, now, true, nil
+    return nil, now, true, nil, tonumber(found[7] or '0')
   end
-  return nil, now, false, nil
+  return nil, now, false, nil, tonumber(found[7] or '0')
 end
 
 -- settled_fields(token, op, outcome): the row's fields that record how this

@@ -34,7 +34,7 @@ local n, bad_arg = ints({{ARGV[6], 'dead_ttl_ms', 1, MAX_MS}, {ARGV[7], 'dead_ma
   {ARGV[8], 'stats_ttl_ms', 1, MAX_MS}, {ARGV[9], 'keep_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end
 local err, at, state = finish_dead({active = KEYS[2], claims = KEYS[3], dead = KEYS[4]},
-  ARGV[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
+  ARGV[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4], '',
   {keep_ms = n[4], dead_ttl_ms = n[1], dead_max = n[2], stats_ttl_ms = n[3]})
 if err then return err end
 return {at, state}

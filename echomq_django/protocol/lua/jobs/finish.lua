@@ -22,10 +22,11 @@
 -- ARGV[8] dead_ttl_ms how long a dead letter is kept, 1..2^53
 -- ARGV[9] dead_max    most dead letters kept, 1..2^53
 -- ARGV[10] stats_ttl_ms how long a per-minute counter lives, 1..2^53
--- ARGV[11...] outcome five entries per outcome: op, job_id, token, a, b, with
---                  op 'ack' (a = result JSON text or '', b = ''), 'retry'
---                  (a = delay_ms, b = error text), 'snooze' (a = delay_ms,
---                  b = '') or 'dead' (a = reason, non-empty; b = error text)
+-- ARGV[11...] outcome six entries per outcome: op, job_id, token, a, b, c,
+--                  with op 'ack' (a = result JSON text or '', b = c = ''),
+--                  'retry' (a = delay_ms, b = error text, c = the error's
+--                  class path or ''), 'snooze' (a = delay_ms, b = c = '') or
+--                  'dead' (a = reason, non-empty; b = error text, c = class)
 -- Returns: {now_ms, next_ms, {outcome...}, job...}: each outcome, in order,
 --   is {at_ms, state} as its single script answers ('done', 'scheduled',
 --   'dead', 'cancelled'), or {-1, 'stale', message} when its token does not
@@ -42,13 +43,13 @@
 -- @include base
 -- @include outcomes
 -- @include claim
-local FIXED_ARGV, FIXED_KEYS, PER = 10, 8, 5
+local FIXED_ARGV, FIXED_KEYS, PER = 10, 8, 6
 local spec = {{KEYS[1], 'pending'}, {KEYS[2], 'active'}, {KEYS[3], 'claims'},
   {KEYS[4], 'wake'}, {KEYS[5], 'beat'}, {KEYS[6], 'paused'}, {KEYS[7], 'schedule'},
   {KEYS[8], 'dead'}}
 local outcomes = (#ARGV - FIXED_ARGV) / PER
 if #ARGV < FIXED_ARGV or outcomes ~= math.floor(outcomes) then
-  return redis.error_reply('EMQARG outcomes must be five entries each after the ' .. FIXED_ARGV
+  return redis.error_reply('EMQARG outcomes must be six entries each after the ' .. FIXED_ARGV
     .. ' fixed arguments, got ' .. (#ARGV - FIXED_ARGV))
 end
 if #KEYS ~= FIXED_KEYS + outcomes then
@@ -108,17 +109,17 @@ local keep = {keep_ms = n[4], dead_ttl_ms = n[5], dead_max = n[6], stats_ttl_ms 
 local recorded = {}
 for i = 1, outcomes do
   local at = FIXED_ARGV + (i - 1) * PER
-  local op, id, token, a, b = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4],
-    ARGV[at + 5]
+  local op, id, token, a, b, c = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4],
+    ARGV[at + 5], ARGV[at + 6]
   local err, at_ms, state
   if op == 'ack' then
     err, at_ms, state = finish_ack(k, base, id, token, a, keep)
   elseif op == 'retry' then
-    err, at_ms, state = finish_retry(k, base, id, token, delays[i], b, keep)
+    err, at_ms, state = finish_retry(k, base, id, token, delays[i], b, c, keep)
   elseif op == 'snooze' then
     err, at_ms, state = finish_snooze(k, base, id, token, delays[i], keep)
   else
-    err, at_ms, state = finish_dead(k, base, id, token, a, b, keep)
+    err, at_ms, state = finish_dead(k, base, id, token, a, b, c, keep)
   end
   if err then
     recorded[i] = {-1, 'stale', err.err}

@@ -31,7 +31,7 @@ local n, bad_arg = ints({{ARGV[3], 'delay_ms', 0, MAX_MS}, {ARGV[6], 'stats_ttl_
   {ARGV[7], 'keep_ms', 1, MAX_MS}})
 if bad_arg then return bad_arg end
 local err, at, state = finish_retry({active = KEYS[2], claims = KEYS[3], schedule = KEYS[4],
-  beat = KEYS[5]}, ARGV[5], ARGV[1], ARGV[2], n[1], ARGV[4],
+  beat = KEYS[5]}, ARGV[5], ARGV[1], ARGV[2], n[1], ARGV[4], '',
   {keep_ms = n[3], stats_ttl_ms = n[2]})
 if err then return err end
 return {at, state}

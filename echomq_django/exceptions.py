@@ -63,3 +63,10 @@ class JobFailedError(EchoMQError):
         self.row = row
         super().__init__(f"job {row.job_id} ended {row.state}"
                          + (f" ({row.reason})" if row.reason else ""))
+
+
+def class_path(err: BaseException) -> str:
+    """The dotted path of ``err``'s class (``"builtins.ValueError"``), as a
+    failed attempt's error is kept ("The job row": ``error_class.<n>``)."""
+    kind = type(err)
+    return f"{kind.__module__}.{kind.__qualname__}"

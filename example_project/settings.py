@@ -19,6 +19,14 @@ INSTALLED_APPS = [
     "echomq_django",
     "example_project.notifications",
 ]
+# Django's Tasks API on EchoMQ (docs/tasks.md): django.tasks on Django 6, the
+# django-tasks backport (an app) on Django 5.2.
+try:
+    import django.tasks  # noqa: F401
+except ImportError:
+    INSTALLED_APPS.append("django_tasks")
+TASKS = {"default": {"BACKEND": "echomq_django.tasks.EchoMQBackend",
+                     "QUEUES": ["cm.notify", "default"]}}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -28,6 +28,13 @@ INSTALLED_APPS = [
 if importlib.util.find_spec("tests.testapp") is not None:
     INSTALLED_APPS.append("tests.testapp")
 
+# Django's Tasks API on EchoMQ (issue 12): django.tasks on Django 6, the
+# django-tasks backport on Django 5.2 (a dev dependency there). QUEUES=[]
+# lets a test enqueue on a queue of its own.
+if importlib.util.find_spec("django.tasks") is None:
+    INSTALLED_APPS.append("django_tasks")
+TASKS = {"default": {"BACKEND": "echomq_django.tasks.EchoMQBackend", "QUEUES": []}}
+
 if importlib.util.find_spec("tests.urls") is not None:
     ROOT_URLCONF = "tests.urls"
 

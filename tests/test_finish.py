@@ -302,3 +302,18 @@ def test_a_dead_attempt_keeps_its_error_class(jobs, queue):
         (1, "app.errors.Boom", "tb")]
     with pytest.raises(ValueError, match="error_class"):
         jobs.finish_many(queue, [Finish("dead", job_id, "t", reason="x", error_class="\ud800")])
+
+
+def test_metadata_is_saved_behind_the_fence(jobs, queue, redis_client):
+    (job_id,) = enqueue(jobs, queue, 1)
+    claim = jobs.claim(queue, "w", 60_000)
+    assert jobs.save_metadata(queue, job_id, claim.token, {"trace": "t-1"}) is False
+    assert redis_client.hget(Keyspace(queue).job(job_id), "metadata") == '{"trace":"t-1"}'
+    before = redis_client.hgetall(Keyspace(queue).job(job_id))
+    with pytest.raises(StaleTokenError):
+        jobs.save_metadata(queue, job_id, "not-the-token", {"trace": "t-2"})
+    with pytest.raises(TypeError, match="metadata"):
+        jobs.save_metadata(queue, job_id, claim.token, ["a", "list"])
+    with pytest.raises(TypeError, match="metadata"):
+        jobs.save_metadata(queue, job_id, claim.token, {"x": float("nan")})
+    assert redis_client.hgetall(Keyspace(queue).job(job_id)) == before

@@ -1,8 +1,8 @@
 """A full server (maxmemory with noeviction) that stays full longer than a
 lease (issue 9, item 6): the lease renewal (jobs/extend, ``#!lua
 flags=allow-oom``) still runs, so reap never takes a job whose holder keeps
-renewing; a handler's progress report (jobs/progress) is allow-oom too, so it
-does not fail the job; every other write is refused as before
+renewing; a handler's progress report (jobs/progress) and a task's metadata
+(jobs/metadata) are allow-oom too, so they do not fail the job; every other write is refused as before
 (docs/protocol.md, "Faults").
 
 Each test fills a throwaway server of its own, never the session's.
@@ -43,10 +43,11 @@ def fill(client, tag: str) -> int:
     raise AssertionError("the server never filled up")
 
 
-def test_the_shebang_is_the_first_line_and_only_extend_and_progress_have_one():
+def test_the_shebang_is_the_first_line_and_only_extend_progress_and_metadata_have_one():
     flagged = {n: scripts.source(n).flags for n in scripts.script_names()
                if scripts.source(n).flags}
-    assert flagged == {"jobs/extend": ("allow-oom",), "jobs/progress": ("allow-oom",)}
+    assert flagged == {"jobs/extend": ("allow-oom",), "jobs/progress": ("allow-oom",),
+                       "jobs/metadata": ("allow-oom",)}
     for name in flagged:
         assert scripts.source(name).text.startswith("#!lua flags=allow-oom\n")
 
@@ -114,8 +115,11 @@ def test_a_progress_report_is_stored_while_the_server_is_full(tmp_path, queue):
         assert fill(client, queue) > 0
         assert jobs.progress(queue, held, claim.token, 40, "reading") is False
         assert jobs.progress(queue, held, claim.token, 80, "writing") is False
+        # A task's metadata (django.tasks) is saved the same way.
+        assert jobs.save_metadata(queue, held, claim.token, {"cursor": 7}) is False
         row = jobs.get(queue, held)
         assert (row.state, row.progress, row.progress_message) == ("active", 80, "writing")
+        assert row.extra["metadata"] == '{"cursor":7}'
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             client.set(f"{queue}:probe", "x")                    # still full
         # Still fenced: a token that does not hold the lease changes nothing.

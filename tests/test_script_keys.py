@@ -136,6 +136,7 @@ def test_every_caller_passes_keys_the_scripts_take(conn, queue):
     queues.set_limits(queue, concurrency=5)
     claim = jobs.claim(queue, "w", 60_000)
     assert jobs.progress(queue, claim.job_id, claim.token, 10) is False
+    assert jobs.save_metadata(queue, claim.job_id, claim.token, {"k": 1}) is False
     jobs.extend(queue, claim.job_id, claim.token, 60_000)
     assert jobs.dead(queue, claim.job_id, claim.token, "failed") == "dead"
     assert acts.retry_dead(queue, job_id) == "moved"

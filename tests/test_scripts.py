@@ -433,6 +433,7 @@ def _writing_calls(conn, redis_client, queue):
                         [base, "w", 60_000, WAKE_CAP, "tok-fin", 1, 60_000, 60_000, 10, 60_000,
                          "retry", fin.job_id, fin.token, 10, "e", "builtins.ValueError"]),
         "jobs/progress": ([ks.job(p.job_id)], [p.job_id, p.token, 50, "m"]),
+        "jobs/metadata": ([ks.job(p.job_id)], [p.job_id, p.token, '{"k":1}']),
         "jobs/release": ([ks.active, ks.claims, ks.pending, ks.wake, ks.job(rel.job_id)],
                          [WAKE_CAP, 60_000, rel.job_id, rel.token]),
         "jobs/cancel": ([ks.job(ids[9]), ks.pending, ks.schedule], [ids[9], 60_000]),
@@ -579,7 +580,7 @@ def _header_line(name: str, kind: str, index: int) -> str:
 
 
 @pytest.mark.parametrize("name", ["jobs/ack", "jobs/retry", "jobs/snooze", "jobs/dead",
-                                  "jobs/extend", "jobs/progress", "jobs/release",
+                                  "jobs/extend", "jobs/progress", "jobs/metadata", "jobs/release",
                                   "jobs/cancel", "jobs/enqueue", "admin/run_now",
                                   "admin/retry_dead"])
 def test_a_row_key_that_does_not_name_the_job_is_refused(conn, redis_client, queue, name):

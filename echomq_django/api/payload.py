@@ -82,11 +82,13 @@ def _plain(value: Any) -> bool:
     return kind is int or kind is bool or value is None or (kind is str and value.isascii())
 
 
-def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> CheckedPayload:
+def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int,
+           extra: dict | None = None) -> CheckedPayload:
     """Return the envelope as JSON text, checked once: a
     :class:`~echomq_django.protocol.records.CheckedPayload`, which ``Jobs``
     sends without parsing it again. Non-ASCII text is written as ``\\u``
-    escapes, so the text is ASCII.
+    escapes, so the text is ASCII. ``extra``: more top-level keys (a
+    django.tasks Task's ``task`` marker and ``metadata``), checked as JSON.
 
     Raises:
         PayloadError (TypeError): an argument is not plain JSON, nests deeper
@@ -104,7 +106,11 @@ def encode(job_path: str, args: tuple, kwargs: dict, max_bytes: int) -> CheckedP
             rules.check_text("a name in kwargs", key)
         if not _plain(arg):
             check_json(arg, f"kwargs[{key!r}]")
-    text = _encode_json({"job": job_path, "args": list(args), "kwargs": kwargs})
+    envelope = {"job": job_path, "args": list(args), "kwargs": kwargs}
+    for key, value in (extra or {}).items():
+        check_json(value, key)
+        envelope[key] = value
+    text = _encode_json(envelope)
     if len(text) > max_bytes:
         raise PayloadTooLargeError(
             f"payload is {len(text)} bytes; ECHOMQ['MAX_PAYLOAD_BYTES'] allows {max_bytes}"

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["register", "lookup", "all_jobs", "schedules"]
+__all__ = ["register", "lookup", "resolve", "add_resolver", "all_jobs", "schedules"]
 
 # path -> JobFunction. Typed loosely on purpose: this module is the bottom of
 # the api package and imports nothing of it.
 _jobs: dict[str, Any] = {}
+# Callables path -> job or None, asked for a path nothing registered: how an
+# integration finds its own jobs (the django.tasks backend imports a Task by
+# path from an installed app's module).
+_resolvers: list[Any] = []
 
 
 def register(fn: Any) -> None:
@@ -26,6 +30,22 @@ def register(fn: Any) -> None:
 def lookup(path: str) -> Any:
     """Return the JobFunction registered at ``path``, or None."""
     return _jobs.get(path)
+
+
+def add_resolver(resolver: Any) -> None:
+    """Let ``resolver(path)`` find jobs nothing registered (see :func:`resolve`)."""
+    if resolver not in _resolvers:
+        _resolvers.append(resolver)
+
+
+def resolve(path: str) -> Any:
+    """:func:`lookup`, then each resolver in turn; None when none knows ``path``."""
+    found = _jobs.get(path)
+    for resolver in _resolvers:
+        if found is not None:
+            break
+        found = resolver(path)
+    return found
 
 
 def all_jobs() -> list[Any]:

@@ -140,6 +140,22 @@ class Leases:
         return scripts.run(self.conn, "jobs/progress", [ks.job(job_id)],
                            [job_id, check_str("token", token), percent, message]) == 1
 
+    def save_metadata(self, queue: str, job_id: str, token: str, metadata: Mapping) -> bool:
+        """Store a running job's metadata, a JSON object (the row's
+        ``metadata`` field; docs/protocol.md, "metadata"), replacing what was
+        there. Returns True when a cancel has been requested for the job.
+
+        Raises StaleTokenError when ``token`` no longer holds the lease;
+        TypeError when ``metadata`` is not a dict or not JSON (naming it).
+        """
+        ks = Keyspace(queue)
+        check_job_id(job_id)
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        text = rules.json_text("metadata", metadata)
+        return scripts.run(self.conn, "jobs/metadata", [ks.job(job_id)],
+                           [job_id, check_str("token", token), text]) == 1
+
     def cancel_requested(self, queue: str, job_id: str) -> bool:
         """True when a cancel was requested for the (running) job."""
         return scripts.decode(self.conn.hget(Keyspace(queue).job(check_job_id(job_id)),

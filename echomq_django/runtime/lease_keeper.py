@@ -24,12 +24,12 @@ import threading
 import time
 from typing import Callable
 
+from ..api import registry
 from ..connection.resilience import Outage, passing
+from ..exceptions import JobTimeoutError, class_path
 from ..protocol.jobs import Jobs
 from ..protocol.presence import Presence
-from ..api import registry
-from ..exceptions import JobTimeoutError
-from .outcome import class_path, decide_failure
+from .outcome import decide_failure
 from .slots import Slot, Slots
 
 __all__ = ["ANNOUNCE_S", "ANNOUNCE_TTL_MS", "CANCEL_CHECK_S", "IDLE_ANNOUNCE_S", "LeaseKeeper"]
@@ -159,7 +159,7 @@ class LeaseKeeper:
         slot.timed_out = True
         claim = slot.claim
         err = JobTimeoutError(f"the handler overran its time limit of {slot.timeout_ms} ms")
-        outcome, delay_ms = decide_failure(registry.lookup(slot.path), err, claim.attempts,
+        outcome, delay_ms = decide_failure(registry.lookup(slot.path), err, claim,
                                            slot.max_attempts, slot.policy)
         self.finish(claim, slot.path, slot.started, outcome, reason="timeout",
                     error=str(err), delay_ms=delay_ms, error_class=class_path(err))

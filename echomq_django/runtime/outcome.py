@@ -31,7 +31,6 @@ import traceback
 from dataclasses import dataclass
 
 import redis
-
 from django.db import close_old_connections
 
 from .. import rules
@@ -39,14 +38,14 @@ from ..api import payload, registry
 from ..api.backoff import Backoff
 from ..api.context import JobContext
 from ..api.outcomes import Discard, Retry, Snooze
-from ..exceptions import StaleTokenError
+from ..connection.resilience import Outage, persist
+from ..exceptions import StaleTokenError, class_path
 from ..protocol.jobs import Jobs
 from ..protocol.records import Claim, Finish
 from .finisher import Finisher
 from .slots import Slots
-from ..connection.resilience import Outage, persist
 
-__all__ = ["Retention", "Runner", "after_failure", "class_path", "decide_failure"]
+__all__ = ["Retention", "Runner", "after_failure", "decide_failure"]
 
 log = logging.getLogger("echomq.consumer")
 
@@ -60,15 +59,15 @@ def after_failure(attempts: int, max_attempts: int, policy: tuple) -> tuple[str,
     return "retry", Backoff.delay_ms(policy, attempts)
 
 
-def decide_failure(fn, err: BaseException, attempts: int, max_attempts: int,
+def decide_failure(fn, err: BaseException, claim: Claim, max_attempts: int,
                    policy: tuple) -> tuple[str, int]:
-    """:func:`after_failure`, unless the job's registered function has a
-    retry rule of its own, ``fn.after_failure(err, attempts)`` (a
-    django.tasks Task's ``backoff`` callable), which answers the same shape."""
+    """:func:`after_failure` for ``claim``'s attempt, unless the job's
+    registered function has a retry rule of its own, ``fn.after_failure(err,
+    claim)`` (a django.tasks Task's), which answers the same shape."""
     decide = getattr(fn, "after_failure", None)
     if decide is not None:
-        return decide(err, attempts)
-    return after_failure(attempts, max_attempts, policy)
+        return decide(err, claim)
+    return after_failure(claim.attempts, max_attempts, policy)
 
 
 @dataclass(frozen=True)
@@ -113,9 +112,7 @@ class Runner:
             return self.finish(claim, path, started, "dead", reason="bad payload", error=str(err))
         fn = registry.lookup(path)
         if fn is None and "task" in extra:  # a django.tasks Task, found by its path
-            from ..integrations.tasks.worker import resolve_task
-
-            fn = resolve_task(path)
+            fn = registry.resolve(path)
         if fn is None:
             return self.finish(claim, path, started, "dead", reason="unknown job",
                                error=f"no @job registered at {path!r} in this worker")
@@ -137,12 +134,13 @@ class Runner:
         if slot is not None:
             slot.lease_ms, slot.timeout_ms = lease_ms, fn.timeout_ms
             slot.max_attempts, slot.policy, slot.path = max_attempts, policy, path
-        if fn.context:  # built only for a handler that asked for it
-            kwargs = dict(kwargs, context=JobContext(
+        if fn.context:  # built only for a handler that asked for it, under the keyword
+            # it names (a Task takes it apart from its own arguments)
+            kwargs = dict(kwargs, **{getattr(fn, "context_name", "context"): JobContext(
                 self.jobs, claim, lease_ms=lease_ms, snoozes=claim.snoozes,
                 scheduled_for_ms=extra.get("scheduled_for"), missed=extra.get("missed", 0),
                 timeout_ms=fn.timeout_ms, extra=extra, outage=self.outage,
-                cancel_flag=None if slot is None else lambda: slot.cancel_requested))
+                cancel_flag=None if slot is None else lambda: slot.cancel_requested)})
         _fresh_connections()
         try:
             result = fn.fn(*args, **kwargs)
@@ -158,7 +156,7 @@ class Runner:
             if slot is not None and slot.timed_out:
                 return self._timed_out(claim, path, started)
             error = traceback.format_exc()
-            outcome, delay_ms = decide_failure(fn, err, claim.attempts, max_attempts, policy)
+            outcome, delay_ms = decide_failure(fn, err, claim, max_attempts, policy)
             if outcome == "retry" and isinstance(err, Retry) and err.delay_ms is not None:
                 delay_ms = err.delay_ms
             return self.finish(claim, path, started, outcome,
@@ -286,13 +284,6 @@ def _detail(outcome: str, reason: str, error: str, delay_ms: int, failure) -> st
         return (f" ({wanted} could not be recorded: {err}; the lease runs out and the reaper "
                 "returns the job)")
     return ""
-
-
-def class_path(err: BaseException) -> str:
-    """The dotted path of ``err``'s class (``"builtins.ValueError"``), as
-    kept with a failed attempt's error ("The job row": ``error_class.<n>``)."""
-    kind = type(err)
-    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _last_line(error: str) -> str:

@@ -39,6 +39,7 @@ from echomq_django.repeat import Repeat
 from example_project.notifications import jobs as workshop
 from example_project.notifications.measure import bucket_allows, most_at_once, most_in_window
 from example_project.notifications.scoring import points
+from example_project.notifications.tasks import round_recap
 
 #: The round's secret and three players' guesses, two each: the board keeps the best.
 SECRET = ["🍕", "🚀", "🎸", "🌵", "🐙", "🎲"]
@@ -113,7 +114,17 @@ class Command(BaseCommand):
         add("standings_digest (daily cron, run now)", "done",
             lambda due: JobHandle(workshop.QUEUE, Repeat(conn).run_now(
                 workshop.QUEUE, workshop.standings_digest.path), Outcome.ENQUEUED))
+        # One task defined the Django way (notifications/tasks.py), on the
+        # same queue and worker; its TaskResult is read back by id at the end.
+        add("round_recap (django.tasks @task)", "done",
+            lambda due: self._task_handle(round_recap.enqueue(room, f"RND-{run}")))
         return story, room, burst, broadcast
+
+    def _task_handle(self, result):
+        """A TaskResult as the table's JobHandle (its id is "<queue>:<job id>")."""
+        self.task_result = result
+        queue, job_id = result.id.split(":")
+        return JobHandle(queue, job_id, Outcome.ENQUEUED)
 
     @staticmethod
     def _chain(rows, job_id):
@@ -271,3 +282,6 @@ class Command(BaseCommand):
             top = ", ".join(f"{player} {pct}%" for player, pct in ran.result_value["top"])
             self.stdout.write(f"standings (the digest's top three; each player's best of two "
                               f"guesses, out of 600): {top}\n")
+        recap = round_recap.get_result(self.task_result.id)   # any process can, by id
+        self.stdout.write(f"django.tasks: round_recap {recap.id} {recap.status}, "
+                          f"return value {recap.return_value if recap.status == 'SUCCESSFUL' else None}\n")

@@ -1,0 +1,175 @@
+"""EchoMQBackend: Django's Tasks API (``django.tasks``) on EchoMQ.
+
+Configured the Django way::
+
+    TASKS = {"default": {"BACKEND": "echomq_django.tasks.EchoMQBackend",
+                         "QUEUES": ["default", "mail"],      # [] allows any queue
+                         "OPTIONS": {"MAX_ATTEMPTS": 1}}}
+
+A task's ``queue_name`` is the EchoMQ queue of that name, served by
+``./manage.py runechomq``; the connection is ``ECHOMQ``'s. Building the
+backend does no I/O. ``enqueue`` admits one job (server-clock ``run_after``,
+priority in the task's lane) and returns a ``TaskResult`` whose id is
+``"<queue>:<job id>"``; ``get_result`` reads the job's row back from any
+process. The behaviour, option by option: docs/tasks.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+from typing import Any
+
+from django.core import checks
+from django.utils import timezone
+
+from ... import rules
+from ...api import payload
+from ...api.backoff import check_backoff
+from ...conf import get_config
+from ...connection import get_connection
+from ...protocol.clock import mint_now_ms
+from ...protocol.ids import BrandedId
+from ...protocol.jobs import Jobs
+from . import compat, results
+from .task import EchoMQTask, options
+
+__all__ = ["EchoMQBackend"]
+
+#: ``OPTIONS`` keys and what each must be.
+OPTION_RULES = {
+    "MAX_ATTEMPTS": "an int in 1..2**53: attempts a task gets unless it says otherwise (1)",
+    "BACKOFF": "an EchoMQ backoff policy for tasks that retry (default ECHOMQ['BACKOFF'])",
+}
+
+
+class EchoMQBackend(compat.BaseTaskBackend):
+    """The ``django.tasks`` backend; see the module doc."""
+
+    task_class = EchoMQTask
+    supports_defer = True
+    supports_priority = True
+    supports_get_result = True
+    supports_async_task = True
+
+    def __init__(self, alias: str, params: dict) -> None:
+        compat.BaseTaskBackend.__init__(self, alias, params)
+        self.options = dict(self.options or {})
+
+    # -- settings -------------------------------------------------------------
+
+    @property
+    def max_attempts(self) -> int:
+        """``OPTIONS["MAX_ATTEMPTS"]``, 1 when unset."""
+        return rules.optional_count("OPTIONS['MAX_ATTEMPTS']",
+                                    self.options.get("MAX_ATTEMPTS")) or 1
+
+    @property
+    def backoff(self) -> tuple:
+        """``OPTIONS["BACKOFF"]``, else ``ECHOMQ["BACKOFF"]``."""
+        return check_backoff(self.options.get("BACKOFF") or get_config().backoff)
+
+    def check(self, **kwargs: Any) -> list:
+        """Bad ``OPTIONS`` or ``QUEUES`` for ``manage.py check``: echomq.E101
+        (an unknown option), E102 (a bad option value), E103 (a queue name
+        that breaks the queue-name rule)."""
+        errors = list(compat.BaseTaskBackend.check(self, **kwargs))
+        where = f"TASKS[{self.alias!r}]"
+        for key in sorted(set(self.options) - set(OPTION_RULES)):
+            errors.append(checks.Error(
+                f"{where}['OPTIONS'] has an unknown key {key!r}",
+                hint=f"EchoMQBackend takes {', '.join(sorted(OPTION_RULES))}",
+                id="echomq.E101"))
+        for key, getter in (("MAX_ATTEMPTS", lambda: self.max_attempts),
+                            ("BACKOFF", lambda: self.backoff)):
+            if key in self.options:
+                try:
+                    getter()
+                except (TypeError, ValueError) as err:
+                    errors.append(checks.Error(f"{where}['OPTIONS'][{key!r}]: {err}",
+                                               hint=f"{key} must be {OPTION_RULES[key]}",
+                                               id="echomq.E102"))
+        for queue in sorted(map(str, self.queues)):
+            try:
+                rules.check_queue_name(queue)
+            except (TypeError, ValueError) as err:
+                errors.append(checks.Error(f"{where}['QUEUES']: {err}", id="echomq.E103"))
+        return errors
+
+    # -- the contract ---------------------------------------------------------
+
+    def validate_task(self, task: Any) -> None:
+        """Django's rules, then EchoMQ's: the queue name's rule and each
+        option of an :class:`EchoMQTask`. Raises InvalidTask naming what is
+        wrong."""
+        run_after = task.run_after
+        if isinstance(run_after, dt.timedelta):
+            # Django's rule reads a timedelta as a naive datetime (and crashes
+            # under USE_TZ); it is a delay on the server's clock here.
+            compat.BaseTaskBackend.validate_task(self, SimpleNamespace(
+                func=task.func, takes_context=task.takes_context, priority=task.priority,
+                run_after=None, queue_name=task.queue_name))
+        else:
+            compat.BaseTaskBackend.validate_task(self, task)
+        try:
+            rules.check_queue_name(task.queue_name)
+            if isinstance(run_after, dt.timedelta):
+                rules.to_ms("run_after", run_after, low=0)
+            elif run_after is not None:
+                rules.to_run_at_ms("run_after", run_after if timezone.is_aware(run_after)
+                                   else timezone.make_aware(run_after))
+            if isinstance(task, EchoMQTask):
+                from .worker import check_options
+
+                check_options(task)
+        except (TypeError, ValueError) as err:
+            raise compat.InvalidTask(str(err)) from None
+
+    def enqueue(self, task: Any, args: Any, kwargs: Any):
+        """Admit one run of ``task`` and return its TaskResult (READY).
+
+        Raises InvalidTask (Django's rules, the queue's, the options');
+        TypeError for arguments that are not JSON or do not fit the function
+        (nothing is written); ValueError for a ``run_after`` that is not an
+        instant EchoMQ can hold (before 2000, past 2**53 ms)."""
+        self.validate_task(task)
+        args, kwargs = compat.normalize_json(list(args)), compat.normalize_json(dict(kwargs))
+        opts = options(task)
+        from .worker import check_call
+
+        check_call(task, args, kwargs)
+        extra: dict[str, Any] = {"task": 1}
+        if opts["metadata"]:
+            extra["metadata"] = opts["metadata"]
+        config = get_config()
+        text = payload.encode(task.module_path, tuple(args), kwargs, config.max_payload_bytes,
+                              extra=extra)
+        conn = get_connection()
+        jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes)
+        minted_ms = mint_now_ms(conn)
+        job_id = BrandedId.generate("JOB", minted_ms)
+        queue, lane = task.queue_name, {"group": opts["group"], "priority": task.priority}
+        run_after = task.run_after
+        if run_after is None:
+            jobs.enqueue(queue, job_id, text, **lane)
+        elif isinstance(run_after, dt.timedelta):  # measured on the server's clock
+            jobs.enqueue_in(queue, job_id, text, rules.to_ms("run_after", run_after, low=0),
+                            **lane)
+        else:
+            if timezone.is_naive(run_after):  # allowed by Django only without USE_TZ
+                run_after = timezone.make_aware(run_after)
+            jobs.enqueue_at(queue, job_id, text, rules.to_run_at_ms("run_after", run_after),
+                            **lane)
+        result = results.new_result(task, self.alias, queue, job_id, minted_ms, args, kwargs,
+                                    dict(opts["metadata"] or {}))
+        compat.task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id: Any):
+        """The TaskResult of ``result_id`` (``"<queue>:<job id>"``) as its
+        row says now, from any process. Raises TaskResultDoesNotExist for an
+        id that is malformed, unknown, expired (``RESULT_TTL_MS`` after the
+        end) or not a task's."""
+        return results.read_result(self.alias, result_id)
+
+

@@ -12,12 +12,32 @@ import redis
 
 try:
     from django.tasks import task
+    from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:  # Django 5.2: the backport
     from django_tasks import task
+    from django_tasks.signals import task_enqueued, task_finished, task_started
 
 
 def _client():
     return redis.Redis.from_url(os.environ["ECHOMQ_TEST_SERVER_URL"], decode_responses=True)
+
+
+def signals_key(result_id: str) -> str:
+    """Where every process records the task signals it sent for a result."""
+    return f"test:signals:{result_id}"
+
+
+def _recorder(name):
+    def record_signal(sender, task_result, **kwargs):
+        # In whichever process sent it: the test's (enqueued) or runechomq's.
+        _client().rpush(signals_key(task_result.id), "|".join(
+            [name, str(task_result.status), sender.__name__, str(os.getpid())]))
+    return record_signal
+
+
+for _name, _signal in (("enqueued", task_enqueued), ("started", task_started),
+                       ("finished", task_finished)):
+    _signal.connect(_recorder(_name), weak=False, dispatch_uid=f"tests-record-{_name}")
 
 
 @task

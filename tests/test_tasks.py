@@ -62,10 +62,13 @@ def finished(result, timeout=30):
     return result
 
 
-def heard(redis_client, result):
-    """The signals sent for ``result``: [(name, status, sender, pid)]."""
-    return [tuple(line.split("|")) for line in
-            redis_client.lrange(tasks.signals_key(result.id), 0, -1)]
+def heard(redis_client, result, count=1):
+    """The signals sent for ``result``: [(name, status, sender, pid)], once
+    there are ``count`` (the worker sends task_finished after it has recorded
+    the outcome, so a finished result may be read before its signal)."""
+    key = tasks.signals_key(result.id)
+    wait_for(lambda: redis_client.llen(key) >= count)
+    return [tuple(line.split("|")) for line in redis_client.lrange(key, 0, -1)]
 
 
 # -- the backend, configured the Django way -------------------------------------
@@ -205,12 +208,16 @@ def test_a_task_runs_to_successful_with_its_signals(served, redis_client, valkey
     assert result.enqueued_at <= result.started_at <= result.finished_at
     assert result.started_at == result.last_attempted_at
     assert len(result.worker_ids) == 1 and result.attempts == 1
-    events = heard(redis_client, result)
-    assert [(name, status, sender) for name, status, sender, _ in events] == [
-        ("enqueued", "READY", "EchoMQBackend"), ("started", "RUNNING", "EchoMQBackend"),
-        ("finished", "SUCCESSFUL", "EchoMQBackend")]
     me = str(os.getpid())
-    assert events[0][3] == me and events[1][3] == events[2][3] != me   # sent by the worker
+    events = heard(redis_client, result, 3)
+    # Each process sends its own, in order: enqueued here, started and then
+    # finished in the worker (which may start it before this process's
+    # receiver has run).
+    assert [e for e in events if e[3] == me] == [("enqueued", "READY", "EchoMQBackend", me)]
+    worker = [e for e in events if e[3] != me]
+    assert [(name, status, sender) for name, status, sender, _ in worker] == [
+        ("started", "RUNNING", "EchoMQBackend"), ("finished", "SUCCESSFUL", "EchoMQBackend")]
+    assert worker[0][3] == worker[1][3]
     # Results live RESULT_TTL_MS (24 h by default) after the end.
     ttl_ms = redis_client.pttl(f"emq:{{{served}}}:job:{result.id.split(':')[1]}")
     assert 86_400_000 - 60_000 < ttl_ms <= 86_400_000
@@ -240,7 +247,8 @@ def test_failures_are_failed_with_the_exception_and_its_traceback(served, redis_
         assert result.attempts == 1
         with pytest.raises(ValueError):
             result.return_value
-        assert [e[:2] for e in heard(redis_client, result)][-1] == ("finished", "FAILED")
+        assert [e[:2] for e in heard(redis_client, result, 3) if e[0] != "enqueued"] == [
+            ("started", "RUNNING"), ("finished", "FAILED")]
     assert failed.errors[-1].exception_class is ValueError
     assert failed.errors[-1].traceback.endswith("ValueError: no luck\n")
     assert exited.errors[-1].exception_class is SystemExit
@@ -313,7 +321,7 @@ def test_max_attempts_and_a_backoff_policy_retry(served, redis_client):
     assert result.status == SUCCESSFUL and result.attempts == 3
     assert len(result.worker_ids) == 3
     assert [e.exception_class for e in result.errors] == [ConnectionError, ConnectionError]
-    assert [e[:2] for e in heard(redis_client, result) if e[0] == "finished"] == [
+    assert [e[:2] for e in heard(redis_client, result, 7) if e[0] == "finished"] == [
         ("finished", "READY"), ("finished", "READY"), ("finished", "SUCCESSFUL")]
 
 
@@ -371,3 +379,27 @@ def test_a_recurring_task_is_declared_like_a_recurring_job():
     declared = {d["name"]: d for d in registry.schedules()}
     entry = declared["tests.testapp.tasks.hourly_report"]
     assert entry["every_ms"] == 3_600_000 and entry["template"]["task"] == 1
+
+
+def test_a_recurring_task_occurrence_is_a_task_result(served, conn):
+    """runechomq synced the recurring task at boot; an occurrence (run now)
+    is a job whose TaskResult any process reads."""
+    from echomq_django import Repeat
+
+    path = "tests.testapp.tasks.hourly_report"
+    assert Repeat(conn).get("default", path) is not None
+    job_id = Repeat(conn).run_now("default", path)
+    result = default_task_backend.get_result(f"default:{job_id}")
+    assert result.task.func is tasks.hourly_report.func and result.status == READY
+    assert result.args == [] and result.kwargs == {}
+
+
+def test_echomq_task_decorator_takes_the_options_on_any_django():
+    from echomq_django.tasks import EchoMQTask
+    from echomq_django.tasks import task as echomq_task
+
+    made = echomq_task(max_attempts=2, timeout=dt.timedelta(seconds=5))(tasks.add.func)
+    assert isinstance(made, EchoMQTask)
+    assert made.max_attempts == 2 and made.timeout_ms == 5_000
+    with pytest.raises(TypeError, match="run_after"):
+        echomq_task(run_after=dt.timedelta(seconds=1))(tasks.add.func)

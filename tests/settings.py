@@ -33,7 +33,10 @@ if importlib.util.find_spec("tests.testapp") is not None:
 # lets a test enqueue on a queue of its own.
 if importlib.util.find_spec("django.tasks") is None:
     INSTALLED_APPS.append("django_tasks")
-TASKS = {"default": {"BACKEND": "echomq_django.tasks.EchoMQBackend", "QUEUES": []}}
+TASKS = {"default": {"BACKEND": "echomq_django.tasks.EchoMQBackend", "QUEUES": []},
+         # A second alias with options of its own (tests/test_tasks.py).
+         "retrying": {"BACKEND": "echomq_django.tasks.EchoMQBackend", "QUEUES": [],
+                      "OPTIONS": {"MAX_ATTEMPTS": 3, "BACKOFF": ("fixed", 10)}}}
 
 if importlib.util.find_spec("tests.urls") is not None:
     ROOT_URLCONF = "tests.urls"

@@ -479,3 +479,48 @@ def test_dead_letter_retention_is_bounded_per_call(conn, redis_client, queue, se
     jobs.dead(queue, claim.job_id, claim.token, "failed", dead_ttl_ms=1_000_000_000,
               dead_max=10)
     assert redis_client.zcard(ks.dead) == 4605 - 100
+
+
+# -- 9. an enqueue whose reply is lost ------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["enqueue", "enqueue_in", "enqueue_many"])
+def test_an_enqueue_whose_connection_drops_is_neither_lost_nor_doubled(queue, redis_client,
+                                                                       how):
+    """CLIENT KILL every few ms while jobs are enqueued: an admission whose
+    reply was lost is sent again (the id makes the repeat answer duplicate,
+    which the caller is told as enqueued or scheduled)."""
+    stop_killing = threading.Event()
+
+    def killer():
+        while not stop_killing.is_set():
+            redis_client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            stop_killing.wait(0.005)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    handles, refused = [], 0
+    fn = testjobs.add.using(queue=queue)
+    try:
+        for i in range(100):
+            try:
+                if how == "enqueue":
+                    handles.append(fn.enqueue(i, 0))
+                elif how == "enqueue_in":
+                    handles.append(fn.enqueue_in(60_000, i, 0))
+                else:
+                    handles.extend(fn.enqueue_many([(i, 0), (i, 1), (i, 2)]))
+            except redis.ConnectionError:
+                refused += 1      # may only happen before anything was written
+    finally:
+        stop_killing.set()
+        thread.join()
+    ks = Keyspace(queue)
+    waiting = set(redis_client.zrange(ks.schedule if how == "enqueue_in" else ks.pending, 0, -1))
+    told = {h.job_id for h in handles}
+    # Every job the caller was told of is there (once: an id is one member);
+    # a call whose three tries all failed may have been written by the first.
+    assert told <= waiting and len(waiting - told) <= 3 * refused
+    assert {str(h.outcome) for h in handles} == {
+        "scheduled" if how == "enqueue_in" else "enqueued"}
+    assert refused <= 5

@@ -12,6 +12,7 @@ import os
 import time
 
 import pytest
+import redis
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -403,3 +404,100 @@ def test_echomq_task_decorator_takes_the_options_on_any_django():
     assert made.max_attempts == 2 and made.timeout_ms == 5_000
     with pytest.raises(TypeError, match="run_after"):
         echomq_task(run_after=dt.timedelta(seconds=1))(tasks.add.func)
+
+
+# -- what a newcomer broke (issue 12's review) ----------------------------------
+
+
+def test_a_backoff_that_answers_garbage_fails_the_task_with_its_own_error(served):
+    result = finished(tasks.badly_backed_off.using(queue_name=served).enqueue(), timeout=10)
+    assert result.status == FAILED and result.attempts == 1
+    assert [e.exception_class for e in result.errors] == [ValueError]
+
+
+def test_a_task_runs_with_the_options_of_the_backend_it_was_enqueued_through(served):
+    result = finished(tasks.fail.using(queue_name=served, backend="retrying").enqueue("x"))
+    assert result.backend == "retrying"
+    assert result.status == FAILED and result.attempts == 3     # retrying's MAX_ATTEMPTS
+    assert get(result).backend == "retrying"
+
+
+def test_the_timeout_error_reads_like_a_traceback(served):
+    result = finished(tasks.too_slow.using(queue_name=served).enqueue())
+    assert result.errors[-1].traceback.endswith(
+        "JobTimeoutError: the handler overran its time limit of 1000 ms\n")
+
+
+def module_level_outside_any_app():
+    return 1
+
+
+def test_a_task_outside_the_installed_apps_is_invalid():
+    # tests/ is not an installed app (tests.testapp is): no worker would find it.
+    with pytest.raises(InvalidTask, match="installed app"):
+        task(module_level_outside_any_app)
+
+
+def test_bad_values_at_enqueue_are_invalid_task_or_type_error(queue, redis_client):
+    for priority in (True, float("nan"), 1.5):
+        with pytest.raises(InvalidTask, match="priority"):
+            tasks.add.using(priority=priority)
+    with pytest.raises(InvalidTask, match="run_after"):
+        tasks.add.using(run_after=dt.timedelta(days=999_999_999))
+    looped = []
+    looped.append(looped)
+    with pytest.raises(TypeError, match="contain themselves"):
+        tasks.add.using(queue_name=queue).enqueue(looped, 1)
+    with pytest.raises(InvalidTask, match="metadata"):
+        tasks.add.using(metadata={1: 2})
+    with pytest.raises(InvalidTask, match="recurring"):
+        task(tz="Europe/Berlin")(tasks.add.func)
+    assert redis_client.keys(f"emq:{{{queue}}}:*") == []
+
+
+def test_enqueued_at_is_the_servers_admission_time(queue):
+    result = tasks.add.using(queue_name=queue).enqueue(1, 2)
+    assert get(result).enqueued_at == result.enqueued_at
+
+
+def test_check_reports_queues_and_options_of_the_wrong_shape():
+    for params, words in [({"QUEUES": "default"}, "must be a list"),
+                          ({"QUEUES": [5, None]}, "queue"),
+                          ({"OPTIONS": {"BACKOFF": []}}, "BACKOFF"),
+                          ({"OPTIONS": "x"}, "must be a dict")]:
+        with override_settings(TASKS={"default": {
+                "BACKEND": "echomq_django.tasks.EchoMQBackend", **params}}):
+            errors = task_backends["default"].check()
+        assert errors and any(words in e.msg for e in errors), (params, errors)
+
+
+def test_an_enqueue_whose_connection_drops_is_neither_lost_nor_doubled(queue, redis_client):
+    """CLIENT KILL every few ms while tasks are enqueued: a lost reply is sent
+    again, and the id makes the repeat a no-op."""
+    import threading
+
+    stop_killing = threading.Event()
+
+    def killer():
+        while not stop_killing.is_set():
+            redis_client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            stop_killing.wait(0.005)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    returned, refused = [], 0
+    try:
+        for i in range(300):
+            try:
+                returned.append(tasks.add.using(queue_name=queue).enqueue(i, 0).id)
+            except redis.ConnectionError:
+                refused += 1      # may only happen before anything was written
+    finally:
+        stop_killing.set()
+        thread.join()
+    pending = set(redis_client.zrange(f"emq:{{{queue}}}:pending", 0, -1))
+    told = {r.split(":")[1] for r in returned}
+    # Every task the caller was told of is there (once: an id is one member);
+    # one whose three tries all failed may have been written by the first.
+    assert told <= pending and len(pending - told) <= refused
+    assert len(returned) + refused == 300 and refused <= 5

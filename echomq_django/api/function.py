@@ -20,9 +20,11 @@ from typing import Any, Callable, Iterable
 from .. import rules
 from ..conf import get_config
 from ..connection import get_connection
+from ..connection.resilience import repeat_lost
 from ..protocol.clock import mint_now_ms
 from ..protocol.ids import BrandedId
 from ..protocol.jobs import MAX_BATCH, Jobs
+from ..protocol.records import Outcome
 from . import backoff as backoff_mod
 from . import payload
 from .handle import JobHandle
@@ -53,6 +55,25 @@ def _positional_range(signature: inspect.Signature | None,
     if any(p.kind not in _POSITIONAL for p in params):
         return None
     return sum(p.default is p.empty for p in params), len(params)
+
+
+def _admit(jobs: Jobs, queue: str, job_id: str, call: Callable[[], Outcome]) -> Outcome:
+    """Send an admission of a freshly minted ``job_id``, again if the
+    connection dropped under it (:func:`~echomq_django.connection.resilience.repeat_lost`:
+    the job is then neither lost nor doubled), and answer what it did."""
+    tries = []
+    outcome = repeat_lost(lambda: tries.append(1) or call())
+    return _as_admitted(jobs, queue, job_id, outcome, len(tries) > 1)
+
+
+def _as_admitted(jobs: Jobs, queue: str, job_id: str, outcome: Outcome,
+                 repeated: bool) -> Outcome:
+    """A fresh id answered ``duplicate`` only by a repeat whose first try
+    went through (its reply lost): it was admitted, pending or scheduled."""
+    if not (repeated and outcome == Outcome.DUPLICATE):
+        return outcome
+    row = jobs.get(queue, job_id)
+    return Outcome.SCHEDULED if row is not None and row.state == "scheduled" else Outcome.ENQUEUED
 
 
 class JobFunction:
@@ -230,8 +251,9 @@ class JobFunction:
         """
         text = self._payload(args, kwargs)
         jobs, job_id = self._jobs_and_id()
-        return JobHandle(self.queue, job_id, jobs.enqueue(
+        outcome = _admit(jobs, self.queue, job_id, lambda: jobs.enqueue(
             self.queue, job_id, text, group=self.group, priority=self.priority))
+        return JobHandle(self.queue, job_id, outcome)
 
     def enqueue_in(self, delay: dt.timedelta | int, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run ``delay`` from now on the SERVER clock (timedelta or ms >= 0).
@@ -243,8 +265,9 @@ class JobFunction:
         delay_ms = rules.to_ms("delay", delay, low=0)
         text = self._payload(args, kwargs)
         jobs, job_id = self._jobs_and_id()
-        return JobHandle(self.queue, job_id, jobs.enqueue_in(
+        outcome = _admit(jobs, self.queue, job_id, lambda: jobs.enqueue_in(
             self.queue, job_id, text, delay_ms, group=self.group, priority=self.priority))
+        return JobHandle(self.queue, job_id, outcome)
 
     def enqueue_at(self, when: dt.datetime | int, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run at ``when``: an aware datetime, or an int of Unix
@@ -259,8 +282,9 @@ class JobFunction:
         run_at_ms = rules.to_run_at_ms("when", when)
         text = self._payload(args, kwargs)
         jobs, job_id = self._jobs_and_id()
-        return JobHandle(self.queue, job_id, jobs.enqueue_at(
+        outcome = _admit(jobs, self.queue, job_id, lambda: jobs.enqueue_at(
             self.queue, job_id, text, run_at_ms, group=self.group, priority=self.priority))
+        return JobHandle(self.queue, job_id, outcome)
 
     def enqueue_many(self, calls: Iterable[Any]) -> list[JobHandle]:
         """Enqueue a batch of runs in one round trip
@@ -306,9 +330,12 @@ class JobFunction:
         conn = get_connection()
         for item in items:
             item["job_id"] = BrandedId.generate("JOB", mint_now_ms(conn))
-        outcomes = Jobs(conn, max_payload_bytes=config.max_payload_bytes).enqueue_many(
-            self.queue, items)
-        return [JobHandle(self.queue, item["job_id"], outcome)
+        jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes)
+        tries = []
+        outcomes = repeat_lost(lambda: tries.append(1) or jobs.enqueue_many(self.queue, items))
+        return [JobHandle(self.queue, item["job_id"], _as_admitted(jobs, self.queue,
+                                                                   item["job_id"], outcome,
+                                                                   len(tries) > 1))
                 for item, outcome in zip(items, outcomes)]
 
     def _bulk_item(self, call: Any, max_bytes: int) -> dict:

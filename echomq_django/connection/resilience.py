@@ -11,6 +11,10 @@ Two tools for every loop runechomq runs (docs/protocol.md, "Faults"):
 - :class:`Outage` logs one line when the server becomes unavailable (its URL
   without a password) and one when it is available again, however many
   threads notice, instead of a traceback per failed call.
+
+And one for callers outside runechomq: :func:`repeat_lost` repeats an
+idempotent admission whose connection dropped under it, so an enqueue whose
+reply was lost is neither lost nor doubled.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Callable, TypeVar
 
 import redis
 
-__all__ = ["Outage", "persist", "passing", "Backoff"]
+__all__ = ["Outage", "persist", "passing", "Backoff", "repeat_lost", "LOST_REPLY_TRIES"]
 
 T = TypeVar("T")
 
@@ -135,3 +139,26 @@ def persist(call: Callable[[], T], *, deadline: float, outage: Outage,
             continue
         outage.ok()
         return result
+
+
+#: How often :func:`repeat_lost` sends a call in all.
+LOST_REPLY_TRIES = 3
+
+
+def repeat_lost(call: Callable[[], T], tries: int = LOST_REPLY_TRIES) -> T:
+    """Return ``call()``, sending it again (up to ``tries`` times in all, 50
+    and 100 ms apart) when the connection dropped or timed out under it: the
+    reply may be lost after the server acted, so only an idempotent call may
+    come here (an admission with its id: a repeat answers ``duplicate``).
+    Other errors, OOM included, are raised at once: the caller decides.
+
+    Raises the last ConnectionError or TimeoutError when every try failed.
+    """
+    for attempt in range(tries):
+        try:
+            return call()
+        except (redis.ConnectionError, redis.TimeoutError):
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")

@@ -26,9 +26,9 @@ from ..protocol.presence import signal_stop
 from ..protocol.records import Claim
 from ..protocol.tokens import new_token
 from ..rules import check_int
-from .lease_keeper import LeaseKeeper
 from .books import Books
 from .finisher import Finisher, Hooks
+from .lease_keeper import LeaseKeeper
 from .outcome import Retention, Runner
 from .slots import Slot, Slots, process_name
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from typing import Callable
 
 from ..api import registry
@@ -162,7 +163,8 @@ class LeaseKeeper:
         outcome, delay_ms = decide_failure(registry.lookup(slot.path), err, claim,
                                            slot.max_attempts, slot.policy)
         self.finish(claim, slot.path, slot.started, outcome, reason="timeout",
-                    error=str(err), delay_ms=delay_ms, error_class=class_path(err))
+                    error="".join(traceback.format_exception_only(err)), delay_ms=delay_ms,
+                    error_class=class_path(err))
         if self.on_timeout is not None:
             self.on_timeout(slot)
 

@@ -39,11 +39,11 @@ import threading
 import time
 from typing import Callable, NamedTuple
 
+from ..connection import block_timeout_s
+from ..connection.resilience import Backoff, Outage, passing
 from ..protocol.jobs import DEFAULT_DEAD_MAX, DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS, Jobs
 from ..protocol.keyspace import Keyspace
 from ..protocol.presence import signal_stop
-from ..connection import block_timeout_s
-from ..connection.resilience import Backoff, Outage, passing
 from .outcome import Retention
 
 log = logging.getLogger("echomq.metronome")

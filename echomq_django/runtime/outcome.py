@@ -39,7 +39,7 @@ from ..api.backoff import Backoff
 from ..api.context import JobContext
 from ..api.outcomes import Discard, Retry, Snooze
 from ..connection.resilience import Outage, persist
-from ..exceptions import StaleTokenError, class_path
+from ..exceptions import StaleTokenError, UnknownJobError, class_path
 from ..protocol.jobs import Jobs
 from ..protocol.records import Claim, Finish
 from .finisher import Finisher
@@ -66,7 +66,11 @@ def decide_failure(fn, err: BaseException, claim: Claim, max_attempts: int,
     claim)`` (a django.tasks Task's), which answers the same shape."""
     decide = getattr(fn, "after_failure", None)
     if decide is not None:
-        return decide(err, claim)
+        try:
+            return decide(err, claim)
+        except Exception:  # noqa: BLE001 - never leave the attempt unrecorded for it
+            log.exception("job %s: its own retry rule failed; the default rule decides",
+                          claim.job_id)
     return after_failure(claim.attempts, max_attempts, policy)
 
 
@@ -114,8 +118,12 @@ class Runner:
         if fn is None and "task" in extra:  # a django.tasks Task, found by its path
             fn = registry.resolve(path)
         if fn is None:
+            where = ("a Task at" if "task" in extra else "@job registered at")
             return self.finish(claim, path, started, "dead", reason="unknown job",
-                               error=f"no @job registered at {path!r} in this worker")
+                               error=_exception_text(UnknownJobError(
+                                   f"no {where} {path!r} in this worker (runechomq finds "
+                                   "jobs and tasks in the modules of installed apps)")),
+                               error_class=class_path(UnknownJobError()))
         max_attempts, policy, _ = fn.effective()
         lease_ms = fn.lease_ms or self.lease_ms
         # The claim took this worker's lease; a job that names its own gets it.
@@ -284,6 +292,12 @@ def _detail(outcome: str, reason: str, error: str, delay_ms: int, failure) -> st
         return (f" ({wanted} could not be recorded: {err}; the lease runs out and the reaper "
                 "returns the job)")
     return ""
+
+
+def _exception_text(err: BaseException) -> str:
+    """``"pkg.ExcName: message\n"``: the last line a traceback of ``err``
+    would end in, for a failure recorded without one."""
+    return "".join(traceback.format_exception_only(err))
 
 
 def _last_line(error: str) -> str:

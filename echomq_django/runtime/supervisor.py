@@ -19,17 +19,16 @@ import threading
 import time
 from dataclasses import dataclass
 
-from django.db import connections
-
 import redis
+from django.db import connections
 
 from ..conf import get_config
 from ..connection import describe, get_connection, reset_connection
+from ..connection.resilience import Outage, persist
 from ..exceptions import ConfigurationError
 from ..rules import check_int
 from .consumer import Consumer, Retention
 from .metronome import Metronome
-from ..connection.resilience import Outage, persist
 
 __all__ = ["Options", "Supervisor", "EXIT_CRASHED", "MAX_PROCESSES"]
 

@@ -9,6 +9,8 @@ import sys
 import time
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry as RedisRetry
 
 try:
     from django.tasks import task
@@ -19,7 +21,10 @@ except ImportError:  # Django 5.2: the backport
 
 
 def _client():
-    return redis.Redis.from_url(os.environ["ECHOMQ_TEST_SERVER_URL"], decode_responses=True)
+    # Repeats a command whose connection was dropped (a test kills them).
+    return redis.Redis.from_url(
+        os.environ["ECHOMQ_TEST_SERVER_URL"], decode_responses=True,
+        retry=RedisRetry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), 20))
 
 
 def signals_key(result_id: str) -> str:
@@ -142,3 +147,12 @@ def annotate_twice(context):
     context.save_metadata()
     context.metadata["after"] = "late"
     return "ok"
+
+
+def _garbage_backoff(exception, task_result):
+    return "5"          # not seconds: the retry rule cannot be read
+
+
+@task(max_attempts=3, backoff=_garbage_backoff)
+def badly_backed_off():
+    raise ValueError("the task's own error")

@@ -28,9 +28,12 @@ from ...api import payload
 from ...api.backoff import check_backoff
 from ...conf import get_config
 from ...connection import get_connection
+from ...connection.resilience import repeat_lost
+from ...exceptions import PayloadError
 from ...protocol.clock import mint_now_ms
 from ...protocol.ids import BrandedId
 from ...protocol.jobs import Jobs
+from ...protocol.keyspace import Keyspace
 from . import compat, results
 from .task import EchoMQTask, options
 
@@ -54,7 +57,11 @@ class EchoMQBackend(compat.BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict) -> None:
         compat.BaseTaskBackend.__init__(self, alias, params)
-        self.options = dict(self.options or {})
+        # Kept as given: check() reports OPTIONS that is not a dict (E102),
+        # and the backend then runs with none rather than fail to build.
+        self.raw_options = self.options
+        self.options = dict(self.options) if isinstance(self.options, dict) else {}
+        self.raw_queues = params.get("QUEUES", [compat.DEFAULT_TASK_QUEUE_NAME])
 
     # -- settings -------------------------------------------------------------
 
@@ -67,7 +74,9 @@ class EchoMQBackend(compat.BaseTaskBackend):
     @property
     def backoff(self) -> tuple:
         """``OPTIONS["BACKOFF"]``, else ``ECHOMQ["BACKOFF"]``."""
-        return check_backoff(self.options.get("BACKOFF") or get_config().backoff)
+        if "BACKOFF" in self.options:
+            return check_backoff(self.options["BACKOFF"])
+        return check_backoff(get_config().backoff)
 
     def check(self, **kwargs: Any) -> list:
         """Bad ``OPTIONS`` or ``QUEUES`` for ``manage.py check``: echomq.E101
@@ -75,6 +84,17 @@ class EchoMQBackend(compat.BaseTaskBackend):
         that breaks the queue-name rule)."""
         errors = list(compat.BaseTaskBackend.check(self, **kwargs))
         where = f"TASKS[{self.alias!r}]"
+        if not isinstance(self.raw_options, dict):
+            errors.append(checks.Error(
+                f"{where}['OPTIONS'] must be a dict, got {type(self.raw_options).__name__}",
+                id="echomq.E102"))
+        if isinstance(self.raw_queues, (str, bytes)) or not isinstance(
+                self.raw_queues, (list, tuple, set, frozenset)):
+            errors.append(checks.Error(
+                f"{where}['QUEUES'] must be a list of queue names, got "
+                f"{type(self.raw_queues).__name__} {self.raw_queues!r}",
+                hint="e.g. \"QUEUES\": [\"default\"]; [] allows any queue", id="echomq.E103"))
+            return errors
         for key in sorted(set(self.options) - set(OPTION_RULES)):
             errors.append(checks.Error(
                 f"{where}['OPTIONS'] has an unknown key {key!r}",
@@ -89,7 +109,7 @@ class EchoMQBackend(compat.BaseTaskBackend):
                     errors.append(checks.Error(f"{where}['OPTIONS'][{key!r}]: {err}",
                                                hint=f"{key} must be {OPTION_RULES[key]}",
                                                id="echomq.E102"))
-        for queue in sorted(map(str, self.queues)):
+        for queue in sorted(self.raw_queues, key=repr):
             try:
                 rules.check_queue_name(queue)
             except (TypeError, ValueError) as err:
@@ -102,6 +122,10 @@ class EchoMQBackend(compat.BaseTaskBackend):
         """Django's rules, then EchoMQ's: the queue name's rule and each
         option of an :class:`EchoMQTask`. Raises InvalidTask naming what is
         wrong."""
+        try:  # before Django's rule, which lets a bool through and crashes on NaN
+            rules.check_priority(task.priority)
+        except (TypeError, ValueError) as err:
+            raise compat.InvalidTask(str(err)) from None
         run_after = task.run_after
         if isinstance(run_after, dt.timedelta):
             # Django's rule reads a timedelta as a naive datetime (and crashes
@@ -114,13 +138,14 @@ class EchoMQBackend(compat.BaseTaskBackend):
         try:
             rules.check_queue_name(task.queue_name)
             if isinstance(run_after, dt.timedelta):
-                rules.to_ms("run_after", run_after, low=0)
+                rules.check_int("run_after (ms)", rules.to_ms("run_after", run_after, low=0), 0)
             elif run_after is not None:
                 rules.to_run_at_ms("run_after", run_after if timezone.is_aware(run_after)
                                    else timezone.make_aware(run_after))
-            if isinstance(task, EchoMQTask):
-                from .worker import check_options
+            from .worker import check_module, check_options
 
+            check_module(task)
+            if isinstance(task, EchoMQTask):
                 check_options(task)
         except (TypeError, ValueError) as err:
             raise compat.InvalidTask(str(err)) from None
@@ -133,12 +158,16 @@ class EchoMQBackend(compat.BaseTaskBackend):
         (nothing is written); ValueError for a ``run_after`` that is not an
         instant EchoMQ can hold (before 2000, past 2**53 ms)."""
         self.validate_task(task)
-        args, kwargs = compat.normalize_json(list(args)), compat.normalize_json(dict(kwargs))
+        try:
+            args, kwargs = compat.normalize_json(list(args)), compat.normalize_json(dict(kwargs))
+        except RecursionError:
+            raise PayloadError("the arguments contain themselves or nest too deep for JSON "
+                               f"(at most {rules.MAX_JSON_DEPTH} levels)") from None
         opts = options(task)
         from .worker import check_call
 
         check_call(task, args, kwargs)
-        extra: dict[str, Any] = {"task": 1}
+        extra: dict[str, Any] = {"task": self.alias}   # the backend it was enqueued through
         if opts["metadata"]:
             extra["metadata"] = opts["metadata"]
         config = get_config()
@@ -151,17 +180,29 @@ class EchoMQBackend(compat.BaseTaskBackend):
         queue, lane = task.queue_name, {"group": opts["group"], "priority": task.priority}
         run_after = task.run_after
         if run_after is None:
-            jobs.enqueue(queue, job_id, text, **lane)
+            def admit():
+                return jobs.enqueue(queue, job_id, text, **lane)
         elif isinstance(run_after, dt.timedelta):  # measured on the server's clock
-            jobs.enqueue_in(queue, job_id, text, rules.to_ms("run_after", run_after, low=0),
-                            **lane)
+            delay_ms = rules.to_ms("run_after", run_after, low=0)
+
+            def admit():
+                return jobs.enqueue_in(queue, job_id, text, delay_ms, **lane)
         else:
             if timezone.is_naive(run_after):  # allowed by Django only without USE_TZ
                 run_after = timezone.make_aware(run_after)
-            jobs.enqueue_at(queue, job_id, text, rules.to_run_at_ms("run_after", run_after),
-                            **lane)
-        result = results.new_result(task, self.alias, queue, job_id, minted_ms, args, kwargs,
-                                    dict(opts["metadata"] or {}))
+            run_at_ms = rules.to_run_at_ms("run_after", run_after)
+
+            def admit():
+                return jobs.enqueue_at(queue, job_id, text, run_at_ms, **lane)
+        # Sent again if the connection drops under it: the id makes a repeat a
+        # no-op, so the task is neither lost nor doubled.
+        repeat_lost(admit)
+        # The admission's own time on the server (what get_result reads later).
+        enqueued_ms = repeat_lost(lambda: conn.hget(Keyspace(queue).job(job_id),
+                                                    "enqueued_at_ms"))
+        result = results.new_result(task, self.alias, queue, job_id,
+                                    int(enqueued_ms) if enqueued_ms else minted_ms, args,
+                                    kwargs, dict(opts["metadata"] or {}))
         compat.task_enqueued.send(type(self), task_result=result)
         return result
 
@@ -170,6 +211,6 @@ class EchoMQBackend(compat.BaseTaskBackend):
         row says now, from any process. Raises TaskResultDoesNotExist for an
         id that is malformed, unknown, expired (``RESULT_TTL_MS`` after the
         end) or not a task's."""
-        return results.read_result(self.alias, result_id)
+        return results.read_result(result_id)
 
 

@@ -151,7 +151,7 @@ def from_row(row: JobRow, alias: str, task: Any) -> EchoMQTaskResult:
     return result
 
 
-def read_result(alias: str, value: Any) -> EchoMQTaskResult:
+def read_result(value: Any) -> EchoMQTaskResult:
     """The result of id ``value`` now; TaskResultDoesNotExist when there is none."""
     from .worker import find_task
 
@@ -170,7 +170,10 @@ def read_result(alias: str, value: Any) -> EchoMQTaskResult:
     if task is None:
         raise compat.TaskResultDoesNotExist(
             f"{value!r} ran {path!r}, which is not a Task this process can import")
-    return from_row(row, alias, _as_enqueued(task, queue, row.priority))
+    # The backend it was enqueued through (an occurrence of a recurring task
+    # names none: the task's own).
+    through = extra["task"] if isinstance(extra["task"], str) else task.backend
+    return from_row(row, through, _as_enqueued(task, queue, row.priority))
 
 
 def _as_enqueued(task: Any, queue: str, priority: int) -> Any:

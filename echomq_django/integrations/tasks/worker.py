@@ -17,6 +17,8 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import json
+import logging
+import math
 import threading
 import time
 import traceback
@@ -27,7 +29,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ... import rules
-from ...api import registry
+from ...api import payload, registry
 from ...api.backoff import Backoff, check_backoff
 from ...conf import get_config
 from ...connection.resilience import persist
@@ -37,6 +39,7 @@ from .task import options
 
 __all__ = ["TaskJob", "register", "find_task", "check_options", "check_call"]
 
+log = logging.getLogger("echomq.tasks")
 _lock = threading.Lock()
 
 
@@ -83,6 +86,20 @@ def _import_task(path: str) -> Any:
     return found if isinstance(found, compat.TASK_CLASSES) else None
 
 
+def check_module(task: Any) -> None:
+    """Raise ValueError unless ``task``'s function lives in an installed app's
+    module (or one already imported as a registered Task's): runechomq finds a
+    Task by importing its module, and only an installed app's. Not checked
+    while the app registry is still loading."""
+    module = task.func.__module__
+    if not apps.ready or isinstance(registry.lookup(task.module_path), TaskJob):
+        return
+    if apps.get_containing_app_config(module) is None:
+        raise ValueError(f"{task.module_path} is in module {module!r}, which is not part of an "
+                         "installed app: runechomq imports tasks only from installed apps' "
+                         "modules (move it into one, e.g. an app's tasks.py)")
+
+
 def check_options(task: Any) -> None:
     """Raise TypeError or ValueError naming the first bad EchoMQ option of
     ``task`` (validate_task turns it into InvalidTask)."""
@@ -100,8 +117,10 @@ def check_options(task: Any) -> None:
     if opts["metadata"] is not None:
         if not isinstance(opts["metadata"], dict):
             raise TypeError(f"metadata must be a dict, got {type(opts['metadata']).__name__}")
-        rules.json_text("metadata", opts["metadata"])
+        payload.check_json(opts["metadata"], "metadata")
     recurring = opts["every"] is not None or opts["cron"] is not None
+    if not recurring and (opts["tz"] is not None or opts["missed"] != "coalesce"):
+        raise ValueError("tz and missed apply to a recurring task: give every= or cron= too")
     if recurring:
         if opts["group"] is not None or task.priority:
             raise ValueError("a recurring task (every=/cron=) takes no group or priority: its "
@@ -166,17 +185,24 @@ class TaskJob:
         function (what the ``echomq.E014`` check asks of a schedule)."""
         check_call(self.task, list(args), dict(kwargs))
 
-    def backend(self) -> Any:
-        return compat.task_backends[self.task.backend]
+    def backend(self, alias: str | None = None) -> Any:
+        """The backend ``alias`` names (the task's own when None or unknown)."""
+        try:
+            return compat.task_backends[alias or self.task.backend]
+        except Exception:  # noqa: BLE001 - an alias this process's TASKS lacks
+            return compat.task_backends[self.task.backend]
+
+    def _policy(self, backend: Any) -> tuple:
+        if isinstance(self.backoff, (tuple, list)):
+            return check_backoff(self.backoff)
+        return getattr(backend, "backoff", None) or check_backoff(get_config().backoff)
 
     def effective(self) -> tuple[int, tuple, int]:
-        """``(max_attempts, backoff policy, lease_ms)`` (the backend's and
-        ECHOMQ's settings filling the gaps)."""
+        """``(max_attempts, backoff policy, lease_ms)`` of the task's own
+        backend (its settings and ECHOMQ's filling the gaps); a failure is
+        decided by :meth:`after_failure`, with the enqueuing backend's."""
         backend = self.backend()
-        policy = self.backoff if isinstance(self.backoff, (tuple, list)) else None
-        return (self.max_attempts or getattr(backend, "max_attempts", 1),
-                check_backoff(policy) if policy else getattr(backend, "backoff", None)
-                or check_backoff(get_config().backoff),
+        return (self.max_attempts or getattr(backend, "max_attempts", 1), self._policy(backend),
                 self.lease_ms or get_config().lease_ms)
 
     def after_failure(self, err: BaseException, claim: Any) -> tuple[str, int]:
@@ -184,27 +210,29 @@ class TaskJob:
         raised ``err``: dead once ``max_attempts`` are spent, or when a
         ``backoff`` callable answers None. The callable gets the exception and
         the TaskResult with this attempt's error already in ``errors``
-        (django/new-features#142); it answers seconds or a timedelta."""
-        max_attempts, policy, _ = self.effective()
+        (django/new-features#142); it answers seconds or a timedelta. A
+        callable that raises or answers anything else ends the task FAILED
+        with the attempt's own error (logged: a retry rule that cannot be read
+        is no rule). The options are those of the backend the task was
+        enqueued through."""
+        running = self._running.get(claim.job_id)
+        backend = self.backend(running.backend if running is not None else None)
+        max_attempts = self.max_attempts or getattr(backend, "max_attempts", 1)
         if claim.attempts >= max_attempts:
             return "dead", 0
         if not callable(self.backoff):
-            return "retry", Backoff.delay_ms(policy, claim.attempts)
-        running = self._running.get(claim.job_id)
+            return "retry", Backoff.delay_ms(self._policy(backend), claim.attempts)
         if running is not None:
             running.errors.append(compat.TaskError(
                 exception_class_path=class_path(err),
                 traceback="".join(traceback.format_exception(err))))
             self._noted.add(claim.job_id)
-        answer = self.backoff(err, running)
-        if answer is None:
+        try:
+            return _retry_after(self.backoff(err, running))
+        except Exception:  # noqa: BLE001 - the user's callable, whatever it raised
+            log.exception("task %s: its backoff failed or answered no delay; the task fails "
+                          "with its own error", self.path)
             return "dead", 0
-        if isinstance(answer, dt.timedelta):
-            return "retry", rules.to_ms("backoff's answer", answer, low=0)
-        if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-            raise TypeError(f"{self.path}'s backoff must answer seconds, a timedelta or None, "
-                            f"got {type(answer).__name__}")
-        return "retry", rules.to_ms("backoff's answer (ms)", int(answer * 1000), low=0)
 
     def run(self, *args: Any, _echomq_context: Any, **kwargs: Any) -> Any:
         """Run the task for the claim ``_echomq_context`` (a JobContext)
@@ -213,10 +241,12 @@ class TaskJob:
         row = persist(lambda: context._jobs.get(context.queue, context.job_id),
                       deadline=time.monotonic() + context._lease_ms / 1000,
                       outage=context._outage)
-        result = results.from_row(row, self.task.backend, self.task)
+        alias = context.extra.get("task")
+        result = results.from_row(row, alias if isinstance(alias, str) else self.task.backend,
+                                  self.task)
         object.__setattr__(result, "status", compat.TaskResultStatus.RUNNING)
         self._running[context.job_id] = result
-        compat.task_started.send(type(self.backend()), task_result=result)
+        compat.task_started.send(type(self.backend(result.backend)), task_result=result)
         before = json.loads(json.dumps(result.metadata))
         if self.task.takes_context:
             task_context = results.EchoMQTaskContext(task_result=result, job=context,
@@ -250,7 +280,25 @@ class TaskJob:
         if status == "SUCCESSFUL":
             object.__setattr__(running, "_return_value", result)
         object.__setattr__(running, "status", compat.TaskResultStatus[status])
-        compat.task_finished.send(type(self.backend()), task_result=running)
+        compat.task_finished.send(type(self.backend(running.backend)), task_result=running)
 
 
 registry.add_resolver(resolve_task)
+
+
+def _retry_after(answer: Any) -> tuple[str, int]:
+    """A backoff callable's answer as an outcome: None stops retrying;
+    seconds (an int or a finite float >= 0) or a timedelta >= 0 retry after
+    that long. Raises TypeError or ValueError for anything else."""
+    if answer is None:
+        return "dead", 0
+    if isinstance(answer, dt.timedelta):
+        delay_ms = rules.to_ms("backoff's answer", answer, low=0)
+    elif isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        raise TypeError(f"a backoff must answer seconds, a timedelta or None, got "
+                        f"{type(answer).__name__}")
+    elif not math.isfinite(answer):
+        raise ValueError(f"a backoff must answer a finite number of seconds, got {answer!r}")
+    else:
+        delay_ms = rules.to_ms("backoff's answer", int(answer * 1000), low=0)
+    return "retry", rules.check_int("backoff's answer (ms)", delay_ms, 0)

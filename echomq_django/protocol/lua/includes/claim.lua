@@ -45,8 +45,7 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
     return
   end
 
-  local limits = redis.call('HMGET', base .. 'limits', 'concurrency', 'lane_concurrency',
-    'rate_count', 'rate_per_ms', 'lane_rate_count', 'lane_rate_per_ms')
+  local limits = queue_limits(base)
   local cap, lane_cap = tonumber(limits[1]), tonumber(limits[2])
   local rate, rate_per = tonumber(limits[3]), tonumber(limits[4])
   local lane_rate, lane_rate_per = tonumber(limits[5]), tonumber(limits[6])
@@ -82,7 +81,9 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
         break
       end
     end
-    local ring = redis.call('ZRANGE', base .. 'ring', 0, 0)
+    -- The front lane, and whether another waits behind it (a lone lane
+    -- needs no move to the back: there is nobody to be fair to).
+    local ring = redis.call('ZRANGE', base .. 'ring', 0, 1)
     if #ring == 0 then
       break
     end
@@ -113,7 +114,7 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
       else
         lane_left(base, lane)  -- a lane counted without work: repaired
       end
-      if more then
+      if more and #ring > 1 then
         redis.call('ZADD', base .. 'ring', redis.call('INCR', base .. 'turn'), lane)
       end
       local row = id and base .. 'job:' .. id

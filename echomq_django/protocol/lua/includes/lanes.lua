@@ -79,11 +79,27 @@ local function lane_drop(base, lane, id)
   return true
 end
 
+-- queue_limits(base): the queue's limits hash as {concurrency,
+-- lane_concurrency, rate_count, rate_per_ms, lane_rate_count,
+-- lane_rate_per_ms} (nil where unset), read once per script run: no script
+-- that reads them changes them, so finish's outcomes and its claim share one
+-- read.
+local limits_read = {}
+local function queue_limits(base)
+  local limits = limits_read[base]
+  if not limits then
+    limits = redis.call('HMGET', base .. 'limits', 'concurrency', 'lane_concurrency',
+      'rate_count', 'rate_per_ms', 'lane_rate_count', 'lane_rate_per_ms')
+    limits_read[base] = limits
+  end
+  return limits
+end
+
 -- lane_freed(base, lane): a job of lane ended its lease. One fewer runs; a
 -- capped lane below its cap rejoins the ring; a consumer is woken when the
 -- lane or the queue has a cap (a claim may succeed now).
 local function lane_freed(base, lane)
-  local limits = redis.call('HMGET', base .. 'limits', 'concurrency', 'lane_concurrency')
+  local limits = queue_limits(base)
   local woke = false
   if lane ~= UNGROUPED then
     local left = redis.call('HINCRBY', base .. 'lane_active', lane, -1)

@@ -90,9 +90,9 @@ def check_module(task: Any) -> None:
     """Raise ValueError unless ``task``'s function lives in an installed app's
     module (or one already imported as a registered Task's): runechomq finds a
     Task by importing its module, and only an installed app's. Not checked
-    while the app registry is still loading."""
+    before the app registry knows the apps."""
     module = task.func.__module__
-    if not apps.ready or isinstance(registry.lookup(task.module_path), TaskJob):
+    if not apps.apps_ready or isinstance(registry.lookup(task.module_path), TaskJob):
         return
     if apps.get_containing_app_config(module) is None:
         raise ValueError(f"{task.module_path} is in module {module!r}, which is not part of an "

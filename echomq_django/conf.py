@@ -76,6 +76,8 @@ stable ids:
 - ``echomq.E015`` QUEUE_LIMITS is not a dict of queue name -> limits
   (``concurrency``, ``lane_concurrency``: ints >= 1; ``rate``, ``lane_rate``:
   ``(count, per_ms)``; see docs/protocol.md, "Limits").
+- ``echomq.E016`` ENQUEUE_ON_COMMIT, OUTBOX or ARCHIVE breaks its rule
+  (:mod:`echomq_django.durability`, docs/durability.md).
 
 Signals emitted: none.
 """
@@ -92,6 +94,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from .exceptions import ConfigurationError
+from . import durability
 from .api.backoff import check_backoff
 from .limits import check_limits
 from .rules import MAX_MS, check_int, check_queue_name
@@ -125,6 +128,7 @@ KNOWN_KEYS = frozenset(
         "SCHEDULES",
         "PRUNE_SCHEDULES",
         "QUEUE_LIMITS",
+        *durability.KEYS,
         *_INT_RULES,
     }
 )
@@ -159,6 +163,10 @@ class Config:
     prune_schedules: bool = False
     #: queue -> its limits, as limits.check_limits returns them.
     queue_limits: dict = dataclasses.field(default_factory=dict)
+    #: The persistence floor (echomq_django.durability, docs/durability.md).
+    enqueue_on_commit: bool = True
+    outbox: Any = False
+    archive: Any = None
 
 
 def _check_url(url: Any) -> str | None:
@@ -247,6 +255,7 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
         except ValueError as err:
             problems.append(("echomq.E012", "BACKOFF", f"BACKOFF: {err}"))
     problems.extend(_check_queue_limits(raw.get("QUEUE_LIMITS", {})))
+    problems.extend(durability.check(raw))
     return problems
 
 
@@ -326,6 +335,7 @@ def _build(raw: dict) -> Config:
         prune_schedules=raw.get("PRUNE_SCHEDULES", False),
         queue_limits={q: check_limits(f"QUEUE_LIMITS[{q!r}]", spec)
                       for q, spec in raw.get("QUEUE_LIMITS", {}).items()},
+        **durability.build(raw),
         **ints,
     )
 

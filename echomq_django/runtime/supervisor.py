@@ -29,6 +29,7 @@ from ..exceptions import ConfigurationError
 from ..rules import check_int
 from .consumer import Consumer, Retention
 from .metronome import Metronome
+from .services import floor_services, stop_all
 
 __all__ = ["Options", "Supervisor", "EXIT_CRASHED", "MAX_PROCESSES"]
 
@@ -252,7 +253,7 @@ class Supervisor:
 
     def _run_here(self, *, metronome: bool, consumers: bool, replaceable: bool = False) -> None:
         """Run the metronome and/or consumers as threads of this process."""
-        beat = None
+        beat, services = None, []
         if metronome:
             beat = self._metronome()
             if self.options.burst:
@@ -260,6 +261,10 @@ class Supervisor:
                     beat.beat(queue)
             else:
                 beat.start()
+                services = floor_services(get_connection(), list(self.options.queues),
+                                          self.config, self.outage())
+                for service in services:
+                    service.start()
         try:
             if consumers:
                 self._run_consumer(replaceable=replaceable)
@@ -267,6 +272,7 @@ class Supervisor:
                 while not self.stop.is_set():
                     self.stop.wait(0.1)
         finally:
+            stop_all(services)
             if beat is not None:
                 beat.stop()
                 beat.join(2.0)

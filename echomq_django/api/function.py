@@ -20,11 +20,10 @@ from typing import Any, Callable, Iterable
 from .. import rules
 from ..conf import get_config
 from ..connection import get_connection
-from ..connection.resilience import repeat_lost
 from ..protocol.clock import mint_now_ms
 from ..protocol.ids import BrandedId
 from ..protocol.jobs import MAX_BATCH, Jobs
-from ..protocol.records import Outcome
+from . import admission
 from . import backoff as backoff_mod
 from . import payload
 from .handle import JobHandle
@@ -55,25 +54,6 @@ def _positional_range(signature: inspect.Signature | None,
     if any(p.kind not in _POSITIONAL for p in params):
         return None
     return sum(p.default is p.empty for p in params), len(params)
-
-
-def _admit(jobs: Jobs, queue: str, job_id: str, call: Callable[[], Outcome]) -> Outcome:
-    """Send an admission of a freshly minted ``job_id``, again if the
-    connection dropped under it (:func:`~echomq_django.connection.resilience.repeat_lost`:
-    the job is then neither lost nor doubled), and answer what it did."""
-    tries = []
-    outcome = repeat_lost(lambda: tries.append(1) or call())
-    return _as_admitted(jobs, queue, job_id, outcome, len(tries) > 1)
-
-
-def _as_admitted(jobs: Jobs, queue: str, job_id: str, outcome: Outcome,
-                 repeated: bool) -> Outcome:
-    """A fresh id answered ``duplicate`` only by a repeat whose first try
-    went through (its reply lost): it was admitted, pending or scheduled."""
-    if not (repeated and outcome == Outcome.DUPLICATE):
-        return outcome
-    row = jobs.get(queue, job_id)
-    return Outcome.SCHEDULED if row is not None and row.state == "scheduled" else Outcome.ENQUEUED
 
 
 class JobFunction:
@@ -172,17 +152,25 @@ class JobFunction:
                 "template": {"job": self.path, "args": [], "kwargs": {}}}
 
     _UNSET: Any = object()
+    #: How an enqueue travels (admission.Route: the settings unless using() says).
+    route: admission.Route = admission.DEFAULT_ROUTE
 
     def using(self, *, queue: str | None = None, group: Any = _UNSET,
-              priority: int | None = None) -> "JobFunction":
+              priority: int | None = None, on_commit: bool | None = None,
+              outbox: bool | None = None, using: str | None = None) -> "JobFunction":
         """A view of this job that enqueues with other options (same path, the
         rest the same): ``queue`` (the worker serving it runs it), ``group``
         (the job's lane, e.g. a chat id: lanes are served round-robin; None
         for the queue's ungrouped lane) and ``priority`` (-100..100, higher
-        first within its lane). docs/protocol.md, "Lanes".
+        first within its lane), docs/protocol.md, "Lanes"; and how the
+        enqueue travels (docs/durability.md): ``on_commit`` and ``outbox``
+        override ``ECHOMQ["ENQUEUE_ON_COMMIT"]`` and ``ECHOMQ["OUTBOX"]``,
+        ``using`` names the database whose transaction counts (as Django's
+        ``on_commit``) and where outbox rows go.
 
         Raises:
-            ValueError, TypeError: a bad queue name, group or priority, naming it.
+            ValueError, TypeError: a bad queue name, group, priority or route
+                option, naming it.
         """
         clone = copy.copy(self)
         if queue is not None:
@@ -191,6 +179,12 @@ class JobFunction:
             clone.group = rules.check_group(group)
         if priority is not None:
             clone.priority = rules.check_priority(priority)
+        if (on_commit, outbox, using) != (None, None, None):
+            clone.route = admission.Route(
+                on_commit=self.route.on_commit if on_commit is None
+                else rules.check_bool("on_commit", on_commit),
+                outbox=self.route.outbox if outbox is None else rules.check_bool("outbox", outbox),
+                using=self.route.using if using is None else rules.check_text("using", using))
         return clone
 
     # -- enqueueing ---------------------------------------------------------------
@@ -232,13 +226,25 @@ class JobFunction:
 
     def _jobs_and_id(self) -> tuple[Jobs, str]:
         """The :class:`Jobs` on this process's connection and a fresh
-        ``JOB`` id minted on that server's clock (protocol.md, "Ordering")."""
+        ``JOB`` id minted on that server's clock (protocol.md, "Ordering";
+        an outbox job's falls back to this host's clock while the server is
+        away: :func:`~echomq_django.api.admission.mint_ms`)."""
         global _last_jobs
         conn, max_bytes = get_connection(), get_config().max_payload_bytes
         kept = _last_jobs
         if kept is None or kept[0] is not conn or kept[1] != max_bytes:
             kept = _last_jobs = (conn, max_bytes, Jobs(conn, max_payload_bytes=max_bytes))
-        return kept[2], BrandedId.generate("JOB", mint_now_ms(conn))
+        if self.route is admission.DEFAULT_ROUTE and not get_config().outbox:
+            return kept[2], BrandedId.generate("JOB", mint_now_ms(conn))
+        outbox = admission.uses_outbox(self.queue, self.route)
+        return kept[2], BrandedId.generate("JOB", admission.mint_ms(conn, outbox))
+
+    def _admit(self, jobs: Jobs, job_id: str, text: str, single, **when: int) -> JobHandle:
+        """Admit one job by this view's route (admission.admit)."""
+        item = {"job_id": job_id, "payload": text, "group": self.group,
+                "priority": self.priority, **when}
+        (outcome,) = admission.admit(jobs, self.queue, [item], self.route, single=single)
+        return JobHandle(self.queue, job_id, outcome)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run now of ``fn(*args, **kwargs)``. Returns a JobHandle
@@ -251,9 +257,8 @@ class JobFunction:
         """
         text = self._payload(args, kwargs)
         jobs, job_id = self._jobs_and_id()
-        outcome = _admit(jobs, self.queue, job_id, lambda: jobs.enqueue(
+        return self._admit(jobs, job_id, text, lambda: jobs.enqueue(
             self.queue, job_id, text, group=self.group, priority=self.priority))
-        return JobHandle(self.queue, job_id, outcome)
 
     def enqueue_in(self, delay: dt.timedelta | int, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run ``delay`` from now on the SERVER clock (timedelta or ms >= 0).
@@ -265,9 +270,9 @@ class JobFunction:
         delay_ms = rules.to_ms("delay", delay, low=0)
         text = self._payload(args, kwargs)
         jobs, job_id = self._jobs_and_id()
-        outcome = _admit(jobs, self.queue, job_id, lambda: jobs.enqueue_in(
-            self.queue, job_id, text, delay_ms, group=self.group, priority=self.priority))
-        return JobHandle(self.queue, job_id, outcome)
+        return self._admit(jobs, job_id, text, lambda: jobs.enqueue_in(
+            self.queue, job_id, text, delay_ms, group=self.group, priority=self.priority),
+            delay_ms=delay_ms)
 
     def enqueue_at(self, when: dt.datetime | int, *args: Any, **kwargs: Any) -> JobHandle:
         """Enqueue a run at ``when``: an aware datetime, or an int of Unix
@@ -282,9 +287,9 @@ class JobFunction:
         run_at_ms = rules.to_run_at_ms("when", when)
         text = self._payload(args, kwargs)
         jobs, job_id = self._jobs_and_id()
-        outcome = _admit(jobs, self.queue, job_id, lambda: jobs.enqueue_at(
-            self.queue, job_id, text, run_at_ms, group=self.group, priority=self.priority))
-        return JobHandle(self.queue, job_id, outcome)
+        return self._admit(jobs, job_id, text, lambda: jobs.enqueue_at(
+            self.queue, job_id, text, run_at_ms, group=self.group, priority=self.priority),
+            run_at_ms=run_at_ms)
 
     def enqueue_many(self, calls: Iterable[Any]) -> list[JobHandle]:
         """Enqueue a batch of runs in one round trip
@@ -328,14 +333,12 @@ class JobFunction:
             except (TypeError, ValueError) as err:
                 raise type(err)(f"calls[{index}]: {err}") from None
         conn = get_connection()
+        outbox = admission.uses_outbox(self.queue, self.route)
         for item in items:
-            item["job_id"] = BrandedId.generate("JOB", mint_now_ms(conn))
+            item["job_id"] = BrandedId.generate("JOB", admission.mint_ms(conn, outbox))
         jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes)
-        tries = []
-        outcomes = repeat_lost(lambda: tries.append(1) or jobs.enqueue_many(self.queue, items))
-        return [JobHandle(self.queue, item["job_id"], _as_admitted(jobs, self.queue,
-                                                                   item["job_id"], outcome,
-                                                                   len(tries) > 1))
+        outcomes = admission.admit(jobs, self.queue, items, self.route) if items else []
+        return [JobHandle(self.queue, item["job_id"], outcome)
                 for item, outcome in zip(items, outcomes)]
 
     def _bulk_item(self, call: Any, max_bytes: int) -> dict:

@@ -69,6 +69,9 @@ class Outcome(str, enum.Enum):
     ENQUEUED = "enqueued"
     SCHEDULED = "scheduled"
     DUPLICATE = "duplicate"
+    #: Not on the bus yet: sent when the caller's transaction commits, or
+    #: written to the outbox (docs/durability.md).
+    DEFERRED = "deferred"
 
     def __str__(self) -> str:
         return self.value

@@ -1,0 +1,180 @@
+"""How an enqueue reaches the bus: at once, when the caller's transaction
+commits, or through the durable outbox (docs/durability.md).
+
+Every front door (``JobFunction.enqueue*``, the django.tasks backend) builds
+its jobs as :meth:`Jobs.enqueue_many <echomq_django.protocol.jobs.Jobs.enqueue_many>`
+items, each with a fresh id, and hands them to :func:`admit` with a
+:class:`Route`:
+
+- **outbox** (``ECHOMQ["OUTBOX"]`` covers the queue, or ``outbox=True``): each
+  job becomes an ``OutboxEntry`` row in the caller's transaction on database
+  ``using``; after the commit this process tries to admit them at once, and
+  the relay in runechomq admits whatever is left (Redis down, a crash). The
+  answer is ``deferred``. Nothing here needs the server.
+- **on commit** (``ECHOMQ["ENQUEUE_ON_COMMIT"]``, default True, or
+  ``on_commit=True``) inside ``transaction.atomic(using=...)``: admitted by
+  ``transaction.on_commit``, never if the transaction rolls back; ``deferred``.
+- otherwise at once, the answer being the admission's (``enqueued``,
+  ``scheduled``). An admission whose connection drops is sent again
+  (:func:`~echomq_django.connection.resilience.repeat_lost`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import redis
+from django.db import DEFAULT_DB_ALIAS, transaction
+
+from .. import durability
+from ..conf import get_config
+from ..connection.resilience import repeat_lost
+from ..protocol.jobs import Jobs
+from ..protocol.records import Outcome
+
+__all__ = ["Route", "admit", "deliver_entries", "mint_ms"]
+
+log = logging.getLogger("echomq.outbox")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Per-call overrides of how an enqueue travels: ``on_commit`` and
+    ``outbox`` (None: the setting), ``using`` (the database alias whose
+    transaction counts and where outbox rows go; None: ``default``)."""
+
+    on_commit: bool | None = None
+    outbox: bool | None = None
+    using: str | None = None
+
+    @property
+    def alias(self) -> str:
+        return self.using or DEFAULT_DB_ALIAS
+
+
+DEFAULT_ROUTE = Route()
+
+
+def mint_ms(conn: Any, outbox: bool) -> int:
+    """The time part of a new id: the server's clock as this process knows it
+    (:func:`~echomq_django.protocol.clock.mint_now_ms`); for an outbox job
+    while the server cannot be reached, this host's clock (the id still
+    sorts, a few ms off at most where clocks agree)."""
+    from ..protocol.clock import mint_now_ms
+
+    if not outbox:
+        return mint_now_ms(conn)
+    try:
+        return mint_now_ms(conn)
+    except redis.RedisError:
+        return int(time.time() * 1000)
+
+
+def uses_outbox(queue: str, route: Route) -> bool:
+    """Whether jobs of ``queue`` sent by ``route`` go through the outbox."""
+    if route.outbox is not None:
+        return route.outbox
+    return durability.outbox_covers(get_config().outbox, queue)
+
+
+def admit(jobs: Jobs, queue: str, items: Sequence[dict], route: Route = DEFAULT_ROUTE,
+          single: Callable[[], Outcome] | None = None) -> list[Outcome]:
+    """Admit ``items`` (``Jobs.enqueue_many`` items, ids minted) to ``queue``
+    by ``route``; returns one Outcome per item. ``single``: the one-job
+    admission to send for a lone item at once (the single scripts).
+
+    Raises what the admission raises when it is sent at once (the database's
+    errors for an outbox write); a deferred admission's errors surface when
+    the transaction commits (Django's on_commit)."""
+    if uses_outbox(queue, route):
+        _write_outbox(queue, items, route.alias)
+        return [Outcome.DEFERRED] * len(items)
+    on_commit = get_config().enqueue_on_commit if route.on_commit is None else route.on_commit
+    if on_commit and transaction.get_connection(route.alias).in_atomic_block:
+        transaction.on_commit(lambda: _send(jobs, queue, items, single), using=route.alias)
+        return [Outcome.DEFERRED] * len(items)
+    return _send(jobs, queue, items, single)
+
+
+def _send(jobs: Jobs, queue: str, items: Sequence[dict],
+          single: Callable[[], Outcome] | None) -> list[Outcome]:
+    """Admit now; a repeat after a lost reply answers ``duplicate`` for a job
+    the first try admitted, which is told as what it became."""
+    tries = []
+    if single is not None and len(items) == 1:
+        outcomes = [repeat_lost(lambda: tries.append(1) or single())]
+    else:
+        outcomes = repeat_lost(lambda: tries.append(1) or jobs.enqueue_many(queue, items))
+    if len(tries) > 1:
+        outcomes = [_as_admitted(jobs, queue, item["job_id"], outcome)
+                    for item, outcome in zip(items, outcomes)]
+    return outcomes
+
+
+def _as_admitted(jobs: Jobs, queue: str, job_id: str, outcome: Outcome) -> Outcome:
+    """A fresh id answers ``duplicate`` only to a repeat whose first try went
+    through (its reply lost): it was admitted, pending or scheduled."""
+    if outcome != Outcome.DUPLICATE:
+        return outcome
+    row = jobs.get(queue, job_id)
+    return Outcome.SCHEDULED if row is not None and row.state == "scheduled" else Outcome.ENQUEUED
+
+
+def _write_outbox(queue: str, items: Sequence[dict], alias: str) -> None:
+    """One OutboxEntry per item in the caller's transaction on ``alias``, and
+    after its commit an attempt to admit them at once."""
+    from ..models import OutboxEntry
+
+    OutboxEntry.objects.using(alias).bulk_create([OutboxEntry(
+        job_id=item["job_id"], queue=queue, payload=str(item["payload"]),
+        group=item.get("group"), priority=item.get("priority", 0),
+        delay_ms=item.get("delay_ms"), run_at_ms=item.get("run_at_ms")) for item in items])
+    ids = [item["job_id"] for item in items]
+    transaction.on_commit(lambda: _deliver_soon(alias, ids), using=alias)
+
+
+def _deliver_soon(alias: str, job_ids: list[str]) -> None:
+    """After the commit: admit these entries now if the server answers; the
+    relay admits them otherwise. Never raises (the rows are safe)."""
+    from ..connection import get_connection
+    from ..models import OutboxEntry
+
+    try:
+        with transaction.atomic(using=alias):
+            entries = list(OutboxEntry.objects.using(alias).select_for_update(skip_locked=True)
+                           .filter(job_id__in=job_ids))
+            deliver_entries(Jobs(get_connection()), entries, alias)
+    except Exception as err:  # noqa: BLE001 - the relay delivers what is left
+        log.info("outbox: %d job(s) left for the relay (%s)", len(job_ids), err)
+
+
+def deliver_entries(jobs: Jobs, entries: Sequence[Any], alias: str) -> int:
+    """Admit ``entries`` (OutboxEntry rows, locked by the caller's
+    transaction) with the idempotent batch enqueue, one call per queue, then
+    delete them; returns how many. An entry whose job is on the bus already
+    answers ``duplicate`` (a delivery repeated after a crash is a no-op).
+
+    Raises a redis error when the server cannot take them (nothing deleted)."""
+    from ..models import OutboxEntry
+
+    by_queue: dict[str, list[Any]] = {}
+    for entry in entries:
+        by_queue.setdefault(entry.queue, []).append(entry)
+    for queue, group in by_queue.items():
+        items = [_item(entry) for entry in group]
+        repeat_lost(lambda q=queue, i=items: jobs.enqueue_many(q, i))
+    OutboxEntry.objects.using(alias).filter(pk__in=[e.pk for e in entries]).delete()
+    return len(entries)
+
+
+def _item(entry: Any) -> dict:
+    item = {"job_id": entry.job_id, "payload": entry.payload, "group": entry.group,
+            "priority": entry.priority}
+    if entry.delay_ms is not None:
+        item["delay_ms"] = entry.delay_ms
+    elif entry.run_at_ms is not None:
+        item["run_at_ms"] = entry.run_at_ms
+    return item

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import redis
+from django.conf import settings
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -189,15 +190,28 @@ def test_get_result_of_a_plain_job_is_not_a_task_result(queue):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_enqueue_inside_a_transaction_is_sent_at_once(queue):
-    """Django enqueues at once (no enqueue-on-commit yet): a rolled-back
-    transaction still leaves the task enqueued."""
+def test_an_enqueue_inside_a_transaction_is_sent_when_it_commits(queue):
+    """ECHOMQ["ENQUEUE_ON_COMMIT"] (default True): inside transaction.atomic()
+    a task is enqueued when the transaction commits, never if it rolls back;
+    its TaskResult and id exist at once."""
     with pytest.raises(RuntimeError):
         with transaction.atomic():
-            result = tasks.add.using(queue_name=queue).enqueue(1, 2)
-            assert get(result).status == READY
+            dropped = tasks.add.using(queue_name=queue).enqueue(1, 2)
+            assert dropped.status == READY and dropped.id.startswith(queue + ":")
+            with pytest.raises(TaskResultDoesNotExist):
+                get(dropped)                         # not on the bus before the commit
             raise RuntimeError("roll back")
-    assert get(result).status == READY
+    with pytest.raises(TaskResultDoesNotExist):
+        get(dropped)                                 # and never after a rollback
+    with transaction.atomic():
+        kept = tasks.add.using(queue_name=queue).enqueue(3, 4)
+        with pytest.raises(TaskResultDoesNotExist):
+            get(kept)
+    assert get(kept).status == READY and get(kept).args == [3, 4]
+    with override_settings(ECHOMQ={**settings.ECHOMQ, "ENQUEUE_ON_COMMIT": False}):
+        with transaction.atomic():
+            at_once = tasks.add.using(queue_name=queue).enqueue(5, 6)
+            assert get(at_once).status == READY      # Django's own default: at once
 
 
 # -- runechomq runs tasks -------------------------------------------------------

@@ -24,16 +24,16 @@ from django.core import checks
 from django.utils import timezone
 
 from ... import rules
-from ...api import payload
+from ...api import admission, payload
 from ...api.backoff import check_backoff
 from ...conf import get_config
 from ...connection import get_connection
 from ...connection.resilience import repeat_lost
 from ...exceptions import PayloadError
-from ...protocol.clock import mint_now_ms
 from ...protocol.ids import BrandedId
 from ...protocol.jobs import Jobs
 from ...protocol.keyspace import Keyspace
+from ...protocol.records import Outcome
 from . import compat, results
 from .task import EchoMQTask, options
 
@@ -175,33 +175,28 @@ class EchoMQBackend(compat.BaseTaskBackend):
                               extra=extra)
         conn = get_connection()
         jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes)
-        minted_ms = mint_now_ms(conn)
+        queue = task.queue_name
+        minted_ms = admission.mint_ms(conn, admission.uses_outbox(queue, admission.DEFAULT_ROUTE))
         job_id = BrandedId.generate("JOB", minted_ms)
-        queue, lane = task.queue_name, {"group": opts["group"], "priority": task.priority}
+        item = {"job_id": job_id, "payload": text, "group": opts["group"],
+                "priority": task.priority}
         run_after = task.run_after
-        if run_after is None:
-            def admit():
-                return jobs.enqueue(queue, job_id, text, **lane)
-        elif isinstance(run_after, dt.timedelta):  # measured on the server's clock
-            delay_ms = rules.to_ms("run_after", run_after, low=0)
-
-            def admit():
-                return jobs.enqueue_in(queue, job_id, text, delay_ms, **lane)
-        else:
+        if isinstance(run_after, dt.timedelta):  # measured on the server's clock
+            item["delay_ms"] = rules.to_ms("run_after", run_after, low=0)
+        elif run_after is not None:
             if timezone.is_naive(run_after):  # allowed by Django only without USE_TZ
                 run_after = timezone.make_aware(run_after)
-            run_at_ms = rules.to_run_at_ms("run_after", run_after)
-
-            def admit():
-                return jobs.enqueue_at(queue, job_id, text, run_at_ms, **lane)
-        # Sent again if the connection drops under it: the id makes a repeat a
-        # no-op, so the task is neither lost nor doubled.
-        repeat_lost(admit)
-        # The admission's own time on the server (what get_result reads later).
-        enqueued_ms = repeat_lost(lambda: conn.hget(Keyspace(queue).job(job_id),
+            item["run_at_ms"] = rules.to_run_at_ms("run_after", run_after)
+        # At once, on commit or through the outbox, as the settings say; sent
+        # again if the connection drops under it (the id makes a repeat a no-op).
+        (outcome,) = admission.admit(jobs, queue, [item])
+        enqueued_ms = minted_ms
+        if outcome != Outcome.DEFERRED:
+            # The admission's own time on the server (what get_result reads).
+            written = repeat_lost(lambda: conn.hget(Keyspace(queue).job(job_id),
                                                     "enqueued_at_ms"))
-        result = results.new_result(task, self.alias, queue, job_id,
-                                    int(enqueued_ms) if enqueued_ms else minted_ms, args,
+            enqueued_ms = int(written) if written else minted_ms
+        result = results.new_result(task, self.alias, queue, job_id, enqueued_ms, args,
                                     kwargs, dict(opts["metadata"] or {}))
         compat.task_enqueued.send(type(self), task_result=result)
         return result

@@ -13,6 +13,19 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+# A test that shares a database between processes (the outbox, the archive)
+# names it in ECHOMQ_TEST_DB: a SQLite file path, or postgres://host:port/name.
+if os.environ.get("ECHOMQ_TEST_DB", "").startswith("postgres://"):
+    from urllib.parse import urlsplit
+
+    _pg = urlsplit(os.environ["ECHOMQ_TEST_DB"])
+    DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql",
+                             "NAME": _pg.path.lstrip("/"), "HOST": _pg.hostname,
+                             "PORT": _pg.port or 5432, "USER": _pg.username or "postgres"}}
+elif os.environ.get("ECHOMQ_TEST_DB"):
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3",
+                             "NAME": os.environ["ECHOMQ_TEST_DB"],
+                             "OPTIONS": {"timeout": 20}}}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -75,6 +88,9 @@ ECHOMQ = {"URL": os.environ.get("ECHOMQ_TEST_SERVER_URL", "redis://127.0.0.1:1/0
 # the JSON of ECHOMQ["SCHEDULES"] (tests/procs.py's runechomq(env=...)).
 if os.environ.get("ECHOMQ_TEST_SCHEDULES"):
     ECHOMQ["SCHEDULES"] = json.loads(os.environ["ECHOMQ_TEST_SCHEDULES"])
+# ... and the outbox: ECHOMQ_TEST_OUTBOX is the JSON of ECHOMQ["OUTBOX"].
+if os.environ.get("ECHOMQ_TEST_OUTBOX"):
+    ECHOMQ["OUTBOX"] = json.loads(os.environ["ECHOMQ_TEST_OUTBOX"])
 # ... and queue limits: ECHOMQ_TEST_QUEUE_LIMITS is the JSON of ECHOMQ["QUEUE_LIMITS"].
 if os.environ.get("ECHOMQ_TEST_QUEUE_LIMITS"):
     ECHOMQ["QUEUE_LIMITS"] = json.loads(os.environ["ECHOMQ_TEST_QUEUE_LIMITS"])

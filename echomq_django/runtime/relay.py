@@ -34,6 +34,9 @@ log = logging.getLogger("echomq.outbox")
 BATCH = 500
 #: How long the relay waits when it found nothing (or the server was away), s.
 IDLE_S = 0.5
+#: How long it waits when no database has the outbox table (not migrated,
+#: or no database at all), s: then it looks for the table again.
+NO_TABLE_S = 60.0
 
 
 class Relay:
@@ -59,8 +62,9 @@ class Relay:
 
     def aliases(self) -> list[str]:
         """The databases whose outbox this relay empties: those given, else
-        every configured database that has the table."""
-        if self._aliases is None:
+        every configured database that has the table (looked up again while
+        there is none)."""
+        if not self._aliases:
             from ..models import OutboxEntry
 
             table = OutboxEntry._meta.db_table
@@ -69,7 +73,7 @@ class Relay:
                 try:
                     if table in connections[alias].introspection.table_names():
                         found.append(alias)
-                except DatabaseError as err:
+                except Exception as err:  # noqa: BLE001 - a database that cannot be reached
                     log.warning("outbox: database %r cannot be read (%s); skipped", alias, err)
             self._aliases = found
         return self._aliases
@@ -106,7 +110,7 @@ class Relay:
                     log.exception("outbox: a relay round failed; trying again")
                     moved = 0
                 if moved < BATCH:
-                    self._stop.wait(IDLE_S)
+                    self._stop.wait(IDLE_S if self._aliases else NO_TABLE_S)
         finally:
             for alias in self._aliases or []:
                 connections[alias].close()

@@ -1,6 +1,6 @@
 """The persistence floor's workers that run beside the metronome
-(docs/durability.md): the outbox relay (``ECHOMQ["OUTBOX"]``) and the
-archiver (``ECHOMQ["ARCHIVE"]``), each a thread of the metronome's process,
+(docs/durability.md): the outbox relay (always: an enqueue may choose the
+outbox per call) and the archiver (``ECHOMQ["ARCHIVE"]``), each a thread of the metronome's process,
 started and stopped with it. Each has ``start()``, ``stop()`` and
 ``join(timeout_s)``; none touches the database on a job's path.
 """
@@ -14,11 +14,12 @@ __all__ = ["floor_services", "stop_all"]
 
 def floor_services(conn: Any, queues: list[str], config: Any, outage: Any) -> list[Any]:
     """The floor's workers ``config`` asks for, not yet started."""
-    services: list[Any] = []
-    if config.outbox:
-        from .relay import Relay
+    from .relay import Relay
 
-        services.append(Relay(conn, outage=outage))
+    # Always: an enqueue may choose the outbox per call (using(outbox=True))
+    # whatever the setting; with no outbox table the relay only looks again
+    # once a minute.
+    services: list[Any] = [Relay(conn, outage=outage)]
     if config.archive is not None:
         from .archiver import Archiver
 

@@ -1,0 +1,182 @@
+"""The persistence floor's enqueue side (issue 13, items 1-2;
+docs/durability.md): enqueue on commit, and the durable outbox with its relay
+in runechomq, on SQLite and on PostgreSQL (the machine's 127.0.0.1:5432;
+skipped, saying so, where none answers). Real processes share a real
+database and a real server."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import uuid
+
+import pytest
+import redis
+from django.db import transaction
+
+from echomq_django import Jobs
+from echomq_django.models import OutboxEntry
+from echomq_django.protocol.records import Outcome
+from tests.conftest import stop_valkey_server
+from tests.procs import ROOT, runechomq, stop, wait_for
+from tests.testapp import jobs as testjobs
+
+PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+
+
+def _pg_admin():
+    import psycopg
+
+    return psycopg.connect(dbname="postgres", autocommit=True, connect_timeout=2, **PG)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_db(request, tmp_path):
+    """A database every process of the test shares, migrated: its
+    ECHOMQ_TEST_DB value (tests/settings.py) and a counter of outbox rows."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "shared.sqlite3")
+        value = path
+
+        def outbox_rows():
+            with sqlite3.connect(path) as db:
+                return db.execute("SELECT COUNT(*) FROM echomq_django_outboxentry").fetchone()[0]
+        drop = None
+    else:
+        try:
+            admin = _pg_admin()
+        except Exception as err:  # noqa: BLE001 - no server here: say so
+            pytest.skip(f"PostgreSQL at 127.0.0.1:5432 not reachable ({err})")
+        name = "echomq_test_" + uuid.uuid4().hex[:10]
+        admin.execute(f'CREATE DATABASE "{name}"')
+        value = f"postgres://postgres@127.0.0.1:5432/{name}"
+
+        def outbox_rows():
+            import psycopg
+
+            with psycopg.connect(dbname=name, **PG) as db:
+                return db.execute("SELECT COUNT(*) FROM echomq_django_outboxentry").fetchone()[0]
+
+        def drop():
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.close()
+    manage(value, None, "migrate", "--verbosity", "0")
+    yield value, outbox_rows
+    if drop is not None:
+        drop()
+
+
+def manage(db, url, *args, env=None, timeout=120):
+    """Run ``python -m django <args>`` on the shared database; returns stdout."""
+    environ = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT),
+                   ECHOMQ_TEST_DB=db, **(env or {}))
+    if url is not None:
+        environ["ECHOMQ_TEST_SERVER_URL"] = url
+    out = subprocess.run([sys.executable, "-m", "django", *args], cwd=ROOT, env=environ,
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def enqueue_tallies(db, url, queue, key, count):
+    """``count`` tally jobs enqueued through the outbox by another process."""
+    code = (f"from tests.testapp import jobs; fn = jobs.tally.using(queue={queue!r}, outbox=True)\n"
+            f"hs = [fn.enqueue({key!r}) for _ in range({count})]\n"
+            f"print(sorted({{str(h.outcome) for h in hs}}), len(hs))")
+    return manage(db, url, "shell", "-c", code).strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_enqueues_while_the_server_is_down_all_run_once_when_it_is_back(
+        shared_db, start_valkey, worker_procs, queue):
+    db, outbox_rows = shared_db
+    url, server = start_valkey()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    stop_valkey_server(server)                          # the server is away
+    key = queue + ":runs"
+    assert enqueue_tallies(db, url, queue, key, 1000).split() == ["['deferred']", "1000"]
+    assert outbox_rows() == 1000                        # every enqueue succeeded, all kept
+    url, server = start_valkey(port=port)               # back, empty
+    client = redis.Redis.from_url(url, decode_responses=True)
+    proc = runechomq(queue, "--concurrency", "8", url=url, env={"ECHOMQ_TEST_DB": db})
+    worker_procs.append(proc)
+    wait_for(lambda: client.scard(key) == 1000, timeout=60)
+    code, out = stop(proc)
+    assert code == 0, out
+    runs = testjobs.tally_runs(client, key)
+    assert len(runs) == 1000 and set(runs.values()) == {1}   # each ran exactly once
+    assert outbox_rows() == 0
+
+
+@pytest.mark.slow
+def test_two_relays_deliver_every_entry_once(shared_db, start_valkey, worker_procs, queue):
+    db, outbox_rows = shared_db
+    url, server = start_valkey()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    stop_valkey_server(server)
+    key = queue + ":runs"
+    enqueue_tallies(db, url, queue, key, 1000)
+    url, server = start_valkey(port=port)
+    client = redis.Redis.from_url(url, decode_responses=True)
+    env = {"ECHOMQ_TEST_DB": db}
+    relays = [runechomq(queue, "--metronome-only", "-v", "2", url=url, env=env)
+              for _ in range(2)]
+    worker = runechomq(queue, "--without-metronome", "--concurrency", "8", url=url, env=env)
+    worker_procs.extend([*relays, worker])
+    wait_for(lambda: client.scard(key) == 1000, timeout=90)
+    outputs = [stop(p)[1] for p in (*relays, worker)]
+    runs = testjobs.tally_runs(client, key)
+    assert len(runs) == 1000 and set(runs.values()) == {1}
+    assert outbox_rows() == 0
+    if db.startswith("postgres://"):
+        # SKIP LOCKED: the relays took disjoint entries, none admitted twice.
+        assert not any("on the bus already" in out for out in outputs), outputs
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_in_a_rolled_back_transaction_never_runs_and_a_committed_one_once(
+        conn, redis_client, queue, worker_procs):
+    key = queue + ":runs"
+    fn = testjobs.tally.using(queue=queue)
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            dropped = fn.enqueue(key)
+            assert dropped.outcome == Outcome.DEFERRED and dropped.job_id.startswith("JOB")
+            raise RuntimeError("roll back")
+    with transaction.atomic():
+        kept = fn.enqueue(key)
+        assert kept.outcome == Outcome.DEFERRED and Jobs(conn).get(queue, kept.job_id) is None
+    assert Jobs(conn).get(queue, kept.job_id).state == "pending"     # sent at the commit
+    assert Jobs(conn).get(queue, dropped.job_id) is None
+    at_once = fn.enqueue(key)                         # outside a transaction: at once
+    assert at_once.outcome == Outcome.ENQUEUED
+    with transaction.atomic():                        # per call: at once
+        now = fn.using(on_commit=False).enqueue(key)
+        assert now.outcome == Outcome.ENQUEUED
+    proc = runechomq(queue, "--burst")
+    worker_procs.append(proc)
+    assert stop(proc, sig=0, timeout=60)[0] == 0
+    runs = testjobs.tally_runs(redis_client, key)
+    assert runs == {kept.job_id: 1, at_once.job_id: 1, now.job_id: 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_outbox_writes_in_the_callers_transaction(conn, queue):
+    fn = testjobs.tally.using(queue=queue, outbox=True)
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            lost = fn.enqueue("k")
+            assert OutboxEntry.objects.filter(job_id=lost.job_id).exists()
+            raise RuntimeError("roll back")
+    assert not OutboxEntry.objects.filter(job_id=lost.job_id).exists()
+    assert Jobs(conn).get(queue, lost.job_id) is None
+    with transaction.atomic():
+        kept = fn.enqueue_many([("k",), ("k",)])
+        assert OutboxEntry.objects.filter(queue=queue).count() == 2
+        assert all(Jobs(conn).get(queue, h.job_id) is None for h in kept)
+    # After the commit this process put them on the bus at once (the server
+    # answers) and emptied its outbox rows.
+    assert [Jobs(conn).get(queue, h.job_id).state for h in kept] == ["pending", "pending"]
+    assert not OutboxEntry.objects.filter(queue=queue).exists()

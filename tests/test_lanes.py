@@ -33,8 +33,9 @@ def enqueue_many(conn, queue, n, group=None, priority=0):
     ks = Keyspace(queue)
     ids = [BrandedId.generate() for _ in range(n)]
     pipe = conn.pipeline(transaction=False)
+    enqueue = scripts._script(conn, "jobs/enqueue")   # one Script: its sha is checked once
     for job_id in ids:
-        scripts._script(conn, "jobs/enqueue")(
+        enqueue(
             keys=[ks.job(job_id), ks.pending, ks.wake],
             args=[job_id, PAYLOAD, WAKE_CAP, group or "", priority], client=pipe)
     assert pipe.execute() == [1] * n

@@ -78,6 +78,12 @@ TEMPLATES = [
 
 STATIC_URL = "/static/"
 
+# PBKDF2 costs about 0.2 s of CPU per password, and the admin tests create a
+# staff user each; no test is about the hash's strength, and logging in through
+# the admin's form still checks the password ("Speeding up the tests" in
+# Django's testing docs).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
 # tests/conftest.py starts a Valkey server (or uses ECHOMQ_TEST_URL), sets
 # this setting to its URL for the pytest session and exports it as
 # ECHOMQ_TEST_SERVER_URL, which subprocesses (runechomq) read here. Without it

@@ -63,24 +63,35 @@ def staff_login(transactional_db, django_user_model):
     return "ops", "ops-pass-1"
 
 
-@pytest.fixture
-def browser_page(monkeypatch):
+@pytest.fixture(scope="module")
+def browser():
+    """One chromium for the module's tests (launching it costs about a second);
+    each test gets a fresh context (no cookies, storage or cache shared)."""
     if MISSING:
         pytest.fail(f"ECHOMQ_REQUIRE_BROWSER is set but {MISSING}")
     # Playwright's sync API runs an event loop in this thread; the ORM is not
-    # used once it runs, but Django's guard would refuse even the teardown.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
+    # used once it runs, but Django's guard would refuse even the teardown (the
+    # test database's flush after each test, while the browser is still up).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        ARTIFACTS.mkdir(exist_ok=True)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                yield browser
+            finally:
+                browser.close()
+
+
+@pytest.fixture
+def browser_page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
         page = context.new_page()
         page.set_default_timeout(20_000)
-        try:
-            yield page
-        finally:
-            context.close()
-            browser.close()
+        yield page
+    finally:
+        context.close()
 
 
 def log_in(page, live_server, username, password):

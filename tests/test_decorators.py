@@ -16,7 +16,7 @@ from tests.testapp import jobs as testjobs
 
 
 def keys_of(redis_client, queue):
-    return sorted(redis_client.scan_iter(match=f"emq:{{{queue}}}:*"))
+    return sorted(redis_client.keys(f"emq:{{{queue}}}:*"))
 
 
 def test_registered_by_dotted_path():

@@ -14,6 +14,10 @@ with the views of :mod:`.views` and :mod:`.dispatch`, each wrapped by the site's
 - ``<admin>/echomq_django/queue/<queue>/job/<job_id>/``: one job
 - ``<admin>/echomq_django/queue/<queue>/action/<action>/``: POST only
 
+The pages' modules are imported by the first request, not here: every process
+of a project with the admin installed imports this module (runechomq too), and
+only a web process serves the pages.
+
 Permissions (docs/admin.md): ``echomq_django.view_queue`` to see,
 ``echomq_django.change_queue`` to act.
 """
@@ -23,7 +27,6 @@ from django.urls import path, re_path
 
 from ..models import Queue
 from ..rules import QUEUE_NAME_PATTERN
-from . import dispatch, views
 
 _QUEUE = rf"(?P<queue>{QUEUE_NAME_PATTERN})"
 
@@ -52,16 +55,26 @@ class QueueAdmin(admin.ModelAdmin):
         ]
 
     def overview_view(self, request):
+        from . import views
+
         return views.overview(request, self)
 
     def set_view(self, request, queue, set_name):
+        from . import views
+
         return views.set_view(request, self, queue, set_name)
 
     def lanes_view(self, request, queue):
+        from . import views
+
         return views.lanes_view(request, self, queue)
 
     def job_view(self, request, queue, job_id):
+        from . import views
+
         return views.job(request, self, queue, job_id)
 
     def action_view(self, request, queue, name):
+        from . import dispatch
+
         return dispatch.action(request, self, queue, name)

@@ -57,8 +57,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 from ..rules import MAX_MS, check_int
 
 __all__ = ["Cadence", "CatchUp", "MAX_MS", "CATCH_UP_CAP", "check_cron", "check_tz"]
@@ -121,6 +119,8 @@ def check_cron(cron: object) -> tuple[str, ...]:
     """
     if not isinstance(cron, str):
         raise TypeError(f"cron must be a str, got {type(cron).__name__}")
+    from croniter import croniter  # here: a worker without cron schedules never loads it
+
     try:
         walls = croniter(cron, datetime(2000, 1, 1))
         fields = walls.expressions
@@ -314,6 +314,8 @@ def _wall_instants(zone: ZoneInfo, wall: datetime, steps_hours: bool) -> tuple[l
 
 
 def _cron_times(cron: str, zone: ZoneInfo, steps_hours: bool, after_ms: int) -> Iterator[int]:
+    from croniter import croniter
+
     local = _from_ms(after_ms).astimezone(zone).replace(tzinfo=None, microsecond=0)
     if _offset_at(zone, after_ms) != _offset_at(zone, after_ms + _LOOKBACK_MS):
         # A transition is near: on a fall-back, wall times earlier than

@@ -118,7 +118,11 @@ def test_the_rows_are_the_rows_single_admissions_write(conn, redis_client, queue
                 == {k: v for k, v in rows[1].items() if k not in times})
         assert (redis_client.object("encoding", ks.job(alone))
                 == redis_client.object("encoding", ks.job(bulk)) == "listpack")
-        assert redis_client.memory_usage(ks.job(alone)) == redis_client.memory_usage(ks.job(bulk))
+        # As compact: the same encoded bytes (MEMORY USAGE also counts the
+        # allocator's rounding, which on Valkey 8.1 varies with the server's
+        # history by 16 bytes even between a key and a RESTOREd copy of it).
+        dumps = [conn.dump(ks.job(i)) for i in (alone, bulk)]
+        assert len(dumps[0]) == len(dumps[1]), options
 
 
 # -- one wake marker per batch ------------------------------------------------

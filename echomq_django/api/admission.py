@@ -65,8 +65,8 @@ def mint_ms(conn: Any, outbox: bool) -> int:
     sorts, a few ms off at most where clocks agree)."""
     from ..protocol.clock import mint_now_ms
 
-    if not outbox:
-        return mint_now_ms(conn)
+    if not outbox:  # a read: sent again if the connection drops under it
+        return repeat_lost(lambda: mint_now_ms(conn))
     try:
         return mint_now_ms(conn)
     except redis.RedisError:

@@ -20,12 +20,10 @@ from typing import Any, Callable, Iterable
 from .. import rules
 from ..conf import get_config
 from ..connection import get_connection
-from ..protocol.clock import mint_now_ms
 from ..protocol.ids import BrandedId
 from ..protocol.jobs import MAX_BATCH, Jobs
-from . import admission
+from . import admission, payload
 from . import backoff as backoff_mod
-from . import payload
 from .handle import JobHandle
 
 __all__ = ["JobFunction"]
@@ -234,8 +232,6 @@ class JobFunction:
         kept = _last_jobs
         if kept is None or kept[0] is not conn or kept[1] != max_bytes:
             kept = _last_jobs = (conn, max_bytes, Jobs(conn, max_payload_bytes=max_bytes))
-        if self.route is admission.DEFAULT_ROUTE and not get_config().outbox:
-            return kept[2], BrandedId.generate("JOB", mint_now_ms(conn))
         outbox = admission.uses_outbox(self.queue, self.route)
         return kept[2], BrandedId.generate("JOB", admission.mint_ms(conn, outbox))
 

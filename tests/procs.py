@@ -10,10 +10,12 @@ its stdout open, and ``communicate()`` would wait for them forever). The
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -79,3 +81,23 @@ def state_of(conn, queue, job_id):
     """The job's state, or None when its row does not exist."""
     row = Jobs(conn).get(queue, job_id)
     return row.state if row else None
+
+
+@contextlib.contextmanager
+def killing_connections(client, every_s=0.005):
+    """While the block runs, ``CLIENT KILL`` every normal connection but
+    ``client``'s own every ``every_s`` seconds (a flaky network)."""
+    stop_killing = threading.Event()
+
+    def killer():
+        while not stop_killing.is_set():
+            client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            stop_killing.wait(every_s)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop_killing.set()
+        thread.join()

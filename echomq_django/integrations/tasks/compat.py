@@ -10,53 +10,47 @@ made by either is accepted.
 
 from __future__ import annotations
 
-try:  # Django 6.0+
-    from django.tasks import DEFAULT_TASK_QUEUE_NAME, task_backends
-    from django.tasks.backends.base import BaseTaskBackend
-    from django.tasks.base import (
-        TASK_MAX_PRIORITY,
-        TASK_MIN_PRIORITY,
-        Task,
-        TaskContext,
-        TaskError,
-        TaskResult,
-        TaskResultStatus,
-    )
-    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
-    from django.utils.json import normalize_json
+from importlib import import_module
 
-    API = "django.tasks"
-except ImportError:  # Django 5.2 with the django-tasks backport
-    try:
-        from django_tasks import DEFAULT_TASK_QUEUE_NAME, task_backends
-        from django_tasks.backends.base import BaseTaskBackend
-        from django_tasks.base import (
-            TASK_MAX_PRIORITY,
-            TASK_MIN_PRIORITY,
-            Task,
-            TaskContext,
-            TaskError,
-            TaskResult,
-            TaskResultStatus,
-        )
-        from django_tasks.exceptions import InvalidTaskError as InvalidTask
-        from django_tasks.exceptions import TaskResultDoesNotExist
-        from django_tasks.signals import task_enqueued, task_finished, task_started
-        from django_tasks.utils import normalize_json
+#: The API packages in order of preference, each with the name its "invalid
+#: task" exception has there.
+_APIS = (("django.tasks", "InvalidTask", "django.utils.json"),
+         ("django_tasks", "InvalidTaskError", "django_tasks.utils"))
 
-        API = "django_tasks"
-    except ImportError as err:
-        raise ImportError(
-            "echomq_django.tasks needs Django's Tasks API: Django 6.0 or later, or on "
-            "Django 5.2 the backport (pip install django-tasks)") from err
+
+def _load() -> tuple[str, dict]:
+    for root, invalid, json_module in _APIS:
+        try:
+            top = import_module(root)
+        except ImportError:
+            continue
+        base, exceptions = import_module(f"{root}.base"), import_module(f"{root}.exceptions")
+        signals = import_module(f"{root}.signals")
+        names = {name: getattr(base, name) for name in (
+            "TASK_MAX_PRIORITY", "TASK_MIN_PRIORITY", "Task", "TaskContext", "TaskError",
+            "TaskResult", "TaskResultStatus")}
+        names.update(
+            DEFAULT_TASK_QUEUE_NAME=top.DEFAULT_TASK_QUEUE_NAME, task_backends=top.task_backends,
+            BaseTaskBackend=import_module(f"{root}.backends.base").BaseTaskBackend,
+            InvalidTask=getattr(exceptions, invalid),
+            TaskResultDoesNotExist=exceptions.TaskResultDoesNotExist,
+            task_enqueued=signals.task_enqueued, task_finished=signals.task_finished,
+            task_started=signals.task_started,
+            normalize_json=import_module(json_module).normalize_json)
+        return root, names
+    raise ImportError("echomq_django.tasks needs Django's Tasks API: Django 6.0 or later, or "
+                      "on Django 5.2 the backport (pip install django-tasks)")
+
+
+API, _names = _load()
+globals().update(_names)
 
 
 def _task_classes() -> tuple[type, ...]:
-    classes = [Task]
-    for module in ("django.tasks.base", "django_tasks.base"):
+    classes = [_names["Task"]]
+    for root, _, _ in _APIS:
         try:
-            other = __import__(module, fromlist=["Task"]).Task
+            other = import_module(f"{root}.base").Task
         except ImportError:
             continue
         if other not in classes:
@@ -67,7 +61,4 @@ def _task_classes() -> tuple[type, ...]:
 #: Every Task class importable here (Django's and the backport's).
 TASK_CLASSES = _task_classes()
 
-__all__ = ["API", "BaseTaskBackend", "DEFAULT_TASK_QUEUE_NAME", "InvalidTask",
-           "TASK_CLASSES", "TASK_MAX_PRIORITY", "TASK_MIN_PRIORITY", "Task", "TaskContext",
-           "TaskError", "TaskResult", "TaskResultDoesNotExist", "TaskResultStatus",
-           "normalize_json", "task_backends", "task_enqueued", "task_finished", "task_started"]
+__all__ = ["API", "TASK_CLASSES", *_names]

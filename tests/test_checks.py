@@ -43,6 +43,7 @@ def test_bad_settings_give_stable_ids(raw, expected):
     assert all(isinstance(e, Error) for e in errors)
 
 
+@pytest.mark.django_db  # the model checks ask the database (JSONField support)
 def test_check_command_fails_naming_id_and_key():
     with override_settings(ECHOMQ={"LEASE_MS": 0}):
         with pytest.raises(SystemCheckError) as info:
@@ -86,6 +87,7 @@ def test_a_good_backoff_list_passes_the_check():
         assert [e for e in run_checks(tags=["echomq"]) if e.id == "echomq.E012"] == []
 
 
+@pytest.mark.django_db  # the model checks ask the database (JSONField support)
 def test_manage_py_check_names_a_backoff_out_of_range():
     with override_settings(ECHOMQ={"BACKOFF": ("jitter", ("exponential", 1000, 2**53 + 1))}):
         with pytest.raises(SystemCheckError) as info:

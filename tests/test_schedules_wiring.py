@@ -155,6 +155,7 @@ def test_a_schedule_naming_an_unregistered_job_fails_the_check(valkey_url):
     ({"template": {"job": "tests.testapp.jobs.add", "args": "12"}, "every_ms": 60_000},
      "args must be a list and kwargs a dict, got str and dict"),
 ])
+@pytest.mark.django_db  # the model checks ask the database (JSONField support)
 def test_a_schedule_whose_arguments_do_not_fit_its_job_fails_the_check(valkey_url, spec,
                                                                          problem):
     with override_settings(ECHOMQ={"URL": valkey_url, "SCHEDULES": {"nightly": spec}}):

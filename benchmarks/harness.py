@@ -91,7 +91,8 @@ def worker_env(overrides: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ, **(overrides or {}))
     env["RQ_REDIS_URL"] = env["BENCH_REDIS_URL"]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["DJANGO_SETTINGS_MODULE"] = "benchmarks.bench_settings"
+    env["DJANGO_SETTINGS_MODULE"] = (overrides or {}).get("DJANGO_SETTINGS_MODULE",
+                                                          "benchmarks.bench_settings")
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -54,3 +54,17 @@ def _resilient():
             os.environ["BENCH_REDIS_URL"],
             retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), 50))
     return _RESILIENT
+
+
+@job(queue="dial")
+def dial_run(seq: int) -> None:
+    """durability.py's job: appends ``seq`` to the file ``DIAL_RUNS`` names,
+    outside the server, so a run is remembered whatever the server loses. A
+    line this short is written whole by one O_APPEND write."""
+    import os
+
+    fd = os.open(os.environ["DIAL_RUNS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{seq}\n".encode())
+    finally:
+        os.close(fd)

@@ -90,17 +90,17 @@ def test_latency_reads_every_lane_and_priority_level(conn, redis_client, queue, 
     _set_ready_since(redis_client, queue, first.job_id, "enqueued_at_ms", now - 1_000)
     _set_ready_since(redis_client, queue, behind.job_id, "enqueued_at_ms", now - 90_000)
     _set_ready_since(redis_client, queue, other.job_id, "enqueued_at_ms", now - 30_000)
-    (g,) = gauges(conn, [queue]).queues
+    (g,) = gauges(conn, [], only=[queue]).queues
     assert 90 <= g.latency_s < 92 and g.fronts_read == 3 and g.lanes_read == 2
     # A retried job counts from when it fell due, not from its admission.
     _set_ready_since(redis_client, queue, behind.job_id, "run_at_ms", now - 2_000)
-    (g,) = gauges(conn, [queue]).queues
+    (g,) = gauges(conn, [], only=[queue]).queues
     assert 30 <= g.latency_s < 32
     # One level read per lane: chat-a's second level is not looked at.
-    (g,) = gauges(conn, [queue], max_levels=1).queues
+    (g,) = gauges(conn, [], only=[queue], max_levels=1).queues
     assert g.fronts_read == 2
     # Nothing pending: 0.
-    assert gauges(conn, [queue + "-empty"]).queues[0].latency_s == 0.0
+    assert gauges(conn, [], only=[queue + "-empty"]).queues[0].latency_s == 0.0
 
 
 @pytest.mark.django_db

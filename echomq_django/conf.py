@@ -42,6 +42,8 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
     queue -> ``{"concurrency": n, "lane_concurrency": n, "rate": (count,
     per_ms), "lane_rate": (count, per_ms)}`` (any subset), written to the
     server at runechomq's boot (``Queues.set_limits``).
+``METRICS_TOKEN`` [None]: a str of at least 16 characters a scraper sends as
+    ``Authorization: Bearer <token>`` to the metrics view (docs/observability.md).
 
 Errors: :func:`get_config` raises
 :class:`~echomq_django.exceptions.ConfigurationError`; :func:`validate`
@@ -78,6 +80,7 @@ stable ids:
   ``(count, per_ms)``; see docs/protocol.md, "Limits").
 - ``echomq.E016`` ENQUEUE_ON_COMMIT, OUTBOX or ARCHIVE breaks its rule
   (:mod:`echomq_django.durability`, docs/durability.md).
+- ``echomq.E017`` METRICS_TOKEN is not None or a str of at least 16 characters.
 
 Signals emitted: none.
 """
@@ -128,6 +131,7 @@ KNOWN_KEYS = frozenset(
         "SCHEDULES",
         "PRUNE_SCHEDULES",
         "QUEUE_LIMITS",
+        "METRICS_TOKEN",
         *durability.KEYS,
         *_INT_RULES,
     }
@@ -167,6 +171,7 @@ class Config:
     enqueue_on_commit: bool = True
     outbox: Any = False
     archive: Any = None
+    metrics_token: str | None = None
 
 
 def _check_url(url: Any) -> str | None:
@@ -256,6 +261,11 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
             problems.append(("echomq.E012", "BACKOFF", f"BACKOFF: {err}"))
     problems.extend(_check_queue_limits(raw.get("QUEUE_LIMITS", {})))
     problems.extend(durability.check(raw))
+    token = raw.get("METRICS_TOKEN")
+    if token is not None and not (isinstance(token, str) and len(token) >= 16):
+        problems.append(("echomq.E017", "METRICS_TOKEN", "METRICS_TOKEN must be None or a str "
+                         "of at least 16 characters, got "
+                         + (f"{len(token)}" if isinstance(token, str) else type(token).__name__)))
     return problems
 
 
@@ -336,6 +346,7 @@ def _build(raw: dict) -> Config:
         queue_limits={q: check_limits(f"QUEUE_LIMITS[{q!r}]", spec)
                       for q, spec in raw.get("QUEUE_LIMITS", {}).items()},
         **durability.build(raw),
+        metrics_token=raw.get("METRICS_TOKEN"),
         **ints,
     )
 

@@ -39,11 +39,13 @@ def _more_calls(conn, redis_client, queue):
                                SHARED + "queues"], [worker, 60_000, "{}", "[]"]),
         "admin/rows": ([ks.pending], [ks.base, 100, f'["{doomed}"]', '["state"]']),
         "admin/delete": ([ks.job(doomed), ks.pending, ks.schedule, ks.dead], [doomed]),
+        "admin/gauges": ([ks.pending, ks.schedule, ks.active, ks.dead, ks.repeat, ks.lanes,
+                          ks.lanes_total, ks.ring, ks.capped, ks.waiting], [ks.base, 100, 8]),
     }
 
 
 #: Scripts that only read: a refused call is told by its answer alone.
-READ_ONLY = {"queues/horizon", "repeat/due", "admin/rows"}
+READ_ONLY = {"queues/horizon", "repeat/due", "admin/rows", "admin/gauges"}
 
 
 def _wrong_keys(key: str, alone: bool) -> list[str]:

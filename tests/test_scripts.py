@@ -26,7 +26,9 @@ SCRIPTS = scripts.script_names()
 KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "claims", "wake", "beat",
               "beat_at", "job",
               "repeat_record", "paused", "synced", "limits",
-              "workers", "worker", "queues", "bucket"}
+              "workers", "worker", "queues", "bucket",
+              # the lanes' keys (admin/gauges reads them)
+              "lanes", "lanes_total", "ring", "capped", "waiting"}
 
 
 

@@ -29,13 +29,13 @@ from typing import Any, Callable, Sequence
 import redis
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from .. import durability
+from .. import durability, signals
 from ..conf import get_config
 from ..connection.resilience import LOST_REPLY_TRIES, repeat_lost
 from ..protocol.jobs import Jobs
 from ..protocol.records import Outcome
 
-__all__ = ["Route", "admit", "deliver_entries", "mint_ms"]
+__all__ = ["Route", "admit", "announce", "deliver_entries", "mint_ms"]
 
 log = logging.getLogger("echomq.outbox")
 
@@ -111,7 +111,29 @@ def _send(jobs: Jobs, queue: str, items: Sequence[dict],
     if len(tries) > 1:
         outcomes = [_as_admitted(jobs, queue, item["job_id"], outcome)
                     for item, outcome in zip(items, outcomes)]
+    announce(queue, items, outcomes)
     return outcomes
+
+
+def announce(queue: str, items: Sequence[dict], outcomes: Sequence[Outcome]) -> None:
+    """Send ``job_enqueued`` (docs/observability.md) for each item the bus
+    took (``enqueued`` or ``scheduled``; a ``duplicate`` was on the bus
+    already). Its path is read from the payload only when someone listens."""
+    if not signals.listened(signals.job_enqueued):
+        return
+    from .payload import decode
+
+    for item, outcome in zip(items, outcomes):
+        if outcome not in (Outcome.ENQUEUED, Outcome.SCHEDULED):
+            continue
+        try:
+            path = decode(str(item["payload"]))[0]
+        except ValueError:
+            path = "?"
+        signals.send(signals.job_enqueued, Jobs, queue=queue, job_id=item["job_id"],
+                     path=path, outcome=outcome.value, group=item.get("group") or None,
+                     priority=item.get("priority") or 0, delay_ms=item.get("delay_ms"),
+                     run_at_ms=item.get("run_at_ms"))
 
 
 def _as_admitted(jobs: Jobs, queue: str, job_id: str, outcome: Outcome) -> Outcome:
@@ -182,6 +204,7 @@ def deliver_entries(jobs: Jobs, entries: Sequence[Any], alias: str,
         items = [_item(entry) for entry in group]
         outcomes = repeat_lost(lambda q=queue, i=items: jobs.enqueue_many(q, i), tries)
         already += sum(outcome == Outcome.DUPLICATE for outcome in outcomes)
+        announce(queue, items, outcomes)
     OutboxEntry.objects.using(alias).filter(pk__in=[e.pk for e in entries]).delete()
     if already:
         # A repeat after a crash, or two relays on a database without SKIP

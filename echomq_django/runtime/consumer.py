@@ -26,6 +26,7 @@ from ..protocol.presence import signal_stop
 from ..protocol.records import Claim
 from ..protocol.tokens import new_token
 from ..rules import check_int
+from . import observe
 from .books import Books
 from .finisher import Finisher, Hooks
 from .lease_keeper import LeaseKeeper
@@ -127,6 +128,7 @@ class Consumer:
                                          name="echomq-fetcher", daemon=True)
         self._fetcher.start()
         self.keeper.start()
+        observe.worker(self, stopping=False)
 
     def alive(self) -> bool:
         """True while the fetcher or any handler thread runs."""
@@ -137,10 +139,6 @@ class Consumer:
         """Jobs this consumer ran to an outcome."""
         return self.books.processed
 
-    def busy(self) -> int:
-        """How many handlers are running a job now."""
-        return len(self.slots)
-
     def run_claim(self, claim: Claim) -> str:
         """Run one claimed job and record its outcome (:meth:`Runner.run_claim`)."""
         return self.runner.run_claim(claim)
@@ -149,7 +147,8 @@ class Consumer:
         """Stop claiming, hand back at once the jobs claimed but not started,
         wait up to ``grace_s`` for running handlers, then hand every unfinished
         lease back to pending (``release``). Returns how many leases were
-        handed back."""
+        handed back. Sends ``worker_stopping`` first."""
+        observe.worker(self, stopping=True)
         self.stop.set()
         self.books.freed.set()
         signal_stop(self.conn, [self.stop_key], 1)

@@ -42,6 +42,7 @@ from ..connection.resilience import Outage, persist
 from ..exceptions import StaleTokenError, UnknownJobError, class_path
 from ..protocol.jobs import Jobs
 from ..protocol.records import Claim, Finish
+from . import observe
 from .finisher import Finisher
 from .slots import Slots
 
@@ -150,6 +151,7 @@ class Runner:
                 timeout_ms=fn.timeout_ms, extra=extra, outage=self.outage,
                 cancel_flag=None if slot is None else lambda: slot.cancel_requested)})
         _fresh_connections()
+        observe.started(Runner, claim, path, self.finisher.consumer)
         try:
             result = fn.fn(*args, **kwargs)
         except Snooze as snooze:
@@ -197,7 +199,10 @@ class Runner:
         ``error_class`` is the dotted path of the exception's class, kept
         with the attempt's error. A job whose registered function has an
         ``on_finished(claim, outcome, result=, error=, error_class=)`` hook
-        (a django.tasks Task) hears the recorded outcome."""
+        (a django.tasks Task) hears the recorded outcome; then the
+        ``job_finished`` signal and the process's metrics
+        (:mod:`~echomq_django.runtime.observe`)."""
+        duration_s = time.monotonic() - started
         reason, error = rules.storable_text(reason), rules.storable_text(error)
         finish = self._finish_for(claim, outcome, reason, error, delay_ms, result, error_class)
         try:
@@ -213,6 +218,8 @@ class Runner:
         hook = getattr(registry.lookup(path), "on_finished", None)
         if hook is not None:
             hook(claim, outcome, result=result, error=error, error_class=error_class)
+        observe.finished(Runner, claim, path, outcome, duration_s, reason=reason, error=error,
+                         error_class=error_class, delay_ms=delay_ms, result=result)
         level = _LOG_LEVELS.get(outcome, logging.WARNING)
         if log.isEnabledFor(level):  # no formatting for a line nobody reads
             log.log(level, "job %s %s attempt %d -> %s%s [%.1f ms]", claim.job_id, path,
@@ -220,7 +227,6 @@ class Runner:
                     _detail(outcome, reason, error, delay_ms, failure),
                     (time.monotonic() - started) * 1000)
         return outcome
-
 
     def _lease_s(self) -> float:
         slot = self.slots.current()

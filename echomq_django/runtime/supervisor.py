@@ -4,7 +4,7 @@
 > 1 the parent forks that many consumer processes (each with ``concurrency``
 threads) and one metronome process, and supervises them: a child that dies is
 replaced, at once, or after a delay that grows while it keeps dying soon after
-its start (``RESTART_*``); SIGTERM or SIGINT is passed on to every child.
+its start (:mod:`.restarts`); SIGTERM or SIGINT is passed on to every child.
 Shutdown: stop claiming, let running handlers finish within the grace period,
 hand the unfinished leases back to pending, exit 0. See docs/protocol.md
 ("Worker").
@@ -29,6 +29,7 @@ from ..exceptions import ConfigurationError
 from ..rules import check_int
 from .consumer import Consumer, Retention
 from .metronome import Metronome
+from .restarts import RESTART_STABLE_S, ChildSlot
 from .services import floor_services, stop_all
 
 __all__ = ["Options", "Supervisor", "EXIT_CRASHED", "MAX_PROCESSES"]
@@ -43,15 +44,6 @@ BOOT_PERSIST_S = 60.0
 #: How long the first PING rides out dropped connections (s): a refused or
 #: unreachable server is still one clear error within about this long.
 PING_PERSIST_S = 1.0
-#: A child that ran this long before it exited is started again at once (s).
-RESTART_STABLE_S = 30.0
-#: A child that exits sooner than RESTART_STABLE_S after its start, twice or
-#: more in a row, waits before the next start: RESTART_FIRST_S, doubling with
-#: each such exit up to RESTART_CAP_S (s). A child that dies as it starts (a
-#: broken import, a corrupt key) is not forked in a tight loop.
-RESTART_FIRST_S = 0.5
-RESTART_CAP_S = 30.0
-
 log = logging.getLogger("echomq.worker")
 
 
@@ -68,29 +60,8 @@ class Options:
     max_jobs: int | None = None
     lease_ms: int | None = None
     shutdown_grace_ms: int | None = None
-
-
-@dataclass
-class ChildSlot:
-    """One child process the supervisor keeps running, across its restarts."""
-
-    role: str                   # "consumer" or "metronome"
-    number: int                 # 1.., for the log
-    pid: int | None = None      # None while no child runs in the slot
-    started: float = 0.0        # time.monotonic() at the last start
-    quick_exits: int = 0        # exits in a row that came before RESTART_STABLE_S
-    due: float | None = None    # when to start again (monotonic); None: never
-
-    def exited(self, now: float) -> float:
-        """Record that the child exited at ``now`` (monotonic s); return how
-        long to wait before the next start (s): 0 after a run of
-        RESTART_STABLE_S or a first quick exit, then RESTART_FIRST_S
-        doubling, at most RESTART_CAP_S."""
-        self.pid = None
-        self.quick_exits = self.quick_exits + 1 if now - self.started < RESTART_STABLE_S else 0
-        if self.quick_exits <= 1:
-            return 0.0
-        return min(RESTART_CAP_S, RESTART_FIRST_S * 2 ** min(self.quick_exits - 2, 16))
+    metrics_port: int | None = None     # consumer k of --processes serves port + k - 1
+    metrics_addr: str = "0.0.0.0"
 
 
 class Supervisor:
@@ -108,6 +79,7 @@ class Supervisor:
                         else self.config.shutdown_grace_ms) / 1000
         self.exit_code = 0
         self._outage: tuple[int, Outage] | None = None
+        self._slot_index = 0   # a forked consumer's slot - 1 (its metrics port offset)
 
     def outage(self) -> Outage:
         """This process's view of the server, shared by its threads (one log
@@ -278,6 +250,10 @@ class Supervisor:
                 beat.join(2.0)
 
     def _run_consumer(self, *, replaceable: bool = False) -> None:
+        if self.options.metrics_port is not None:  # docs/observability.md, "Worker metrics"
+            from ..integrations.metrics.process import serve
+
+            serve(self.options.metrics_port + self._slot_index, self.options.metrics_addr)
         consumer = self._consumer()
         consumer.exit_on_timeout = replaceable
         consumer.start()
@@ -296,7 +272,7 @@ class Supervisor:
     # thread holds, and the child would wait on it forever. So the metronome
     # runs in a child of its own, like the consumers.
 
-    def _fork_child(self, role: str) -> int:
+    def _fork_child(self, role: str, number: int = 1) -> int:
         connections.close_all()
         reset_connection(close=True)
         pid = os.fork()
@@ -304,7 +280,7 @@ class Supervisor:
             return pid
         code = 0
         try:
-            self.stop = threading.Event()
+            self.stop, self._slot_index = threading.Event(), number - 1
             self._install_signals()
             if role == "metronome":
                 self._run_here(metronome=True, consumers=False)
@@ -354,7 +330,7 @@ class Supervisor:
         self._stop_children({s.pid for s in slots if s.pid})
 
     def _start(self, slot: ChildSlot) -> None:
-        slot.pid, slot.started, slot.due = self._fork_child(slot.role), time.monotonic(), None
+        slot.pid, slot.started, slot.due = self._fork_child(slot.role, slot.number), time.monotonic(), None
 
     def _exited(self, slot: ChildSlot, code: int) -> None:
         """Plan the slot's next start after its child exited with ``code``."""

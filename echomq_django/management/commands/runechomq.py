@@ -56,6 +56,11 @@ class Command(BaseCommand):
         parser.add_argument("--shutdown-grace-ms", type=int_in(0, MAX_MS), default=None,
                             help="on SIGTERM, how long running handlers may finish before their "
                                  "jobs are handed back to pending (default ECHOMQ['SHUTDOWN_GRACE_MS'])")
+        parser.add_argument("--metrics-port", type=int_in(1, 65535), default=None,
+                            help="serve each consumer process's Prometheus metrics on this port "
+                                 "(with --processes P: ports N..N+P-1, one per process)")
+        parser.add_argument("--metrics-addr", default="0.0.0.0",
+                            help="the address the metrics port listens on (default 0.0.0.0)")
         role = parser.add_mutually_exclusive_group()
         role.add_argument("--without-metronome", action="store_true",
                           help="consumers only (another process runs the metronome)")
@@ -78,11 +83,16 @@ class Command(BaseCommand):
                 log.warning("queue %r is not in ECHOMQ['QUEUES'] (%s); serving it anyway",
                             queue, ", ".join(configured))
         queues = named or list(configured)
+        port = options["metrics_port"]
+        if port is not None and port + options["processes"] - 1 > 65535:
+            raise CommandError(f"--metrics-port {port} with --processes {options['processes']} "
+                               "runs past port 65535")
         supervisor = Supervisor(Options(
             queues=queues, concurrency=options["concurrency"], processes=options["processes"],
             burst=options["burst"], metronome=not options["without_metronome"],
             consumers=not options["metronome_only"], max_jobs=options["max_jobs"],
-            lease_ms=options["lease_ms"], shutdown_grace_ms=options["shutdown_grace_ms"]))
+            lease_ms=options["lease_ms"], shutdown_grace_ms=options["shutdown_grace_ms"],
+            metrics_port=port, metrics_addr=options["metrics_addr"]))
         try:
             code = supervisor.run()
         except ConfigurationError as err:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from typing import Any
 
 from django.db import connections, router
@@ -56,12 +57,12 @@ def _call(text: str) -> tuple[str, list, dict]:
         return "", [text], {}
 
 
-def record_of(row: JobRow) -> JobRecord | None:
-    """The unsaved ``JobRecord`` of an ended job's row, or None when the row
-    is not in a final state (done, dead, cancelled): the job was revived and
-    its next end brings its own event. ``started_at`` is when attempt 1
-    began, ``worker`` who ran the last attempt, and each error's
-    ``message`` its traceback's last line."""
+def record_of(row: JobRow) -> dict | None:
+    """The ``JobRecord`` fields (a dict, field name -> Python value) of an
+    ended job's row, or None when the row is not in a final state (done,
+    dead, cancelled): the job was revived and its next end brings its own
+    event. ``started_at`` is when attempt 1 began, ``worker`` who ran the
+    last attempt, and each error's ``message`` its traceback's last line."""
     if row.state not in FINAL_STATES:
         return None
     function, args, kwargs = _call(row.payload)
@@ -72,29 +73,69 @@ def record_of(row: JobRow) -> JobRecord | None:
     errors = [{"attempt": e.attempt, "class": e.error_class, "message": message_of(e.traceback),
                "traceback": e.traceback} for e in row.errors]
     worker = row.workers[-1] if row.workers else (row.consumer or "")
-    return JobRecord(
-        job_id=row.job_id, queue=row.queue, lane=row.group or "", function=function[:300],
-        args=args, kwargs=kwargs, state=row.state, reason=row.reason or "",
-        attempts=row.attempts, errors=errors, result=result,
-        enqueued_at=_at(row.enqueued_at_ms),
-        started_at=_at(row.first_started_at_ms or row.started_at_ms),
-        finished_at=_at(row.finished_at_ms), worker=worker[:200])
+    return {"job_id": row.job_id, "queue": row.queue, "lane": row.group or "",
+            "function": function[:300], "args": args, "kwargs": kwargs, "state": row.state,
+            "reason": row.reason or "", "attempts": row.attempts, "errors": errors,
+            "result": result, "enqueued_at": _at(row.enqueued_at_ms),
+            "started_at": _at(row.first_started_at_ms or row.started_at_ms),
+            "finished_at": _at(row.finished_at_ms), "worker": worker[:200]}
 
 
-def bulk_insert(records: list[JobRecord]) -> None:
-    """Insert ``records`` in one statement per 500; a record whose
-    ``(queue, job_id)`` exists already is rewritten where the database can
-    (PostgreSQL, SQLite: a redelivered event changes nothing, a job that
-    ended again is recorded as it ended last), else left as it is. Raises
-    DatabaseError (nothing of the failed statement is kept)."""
-    latest = {(r.queue, r.job_id): r for r in records}   # one statement may not touch a row twice
-    records = list(latest.values())
-    features = connections[router.db_for_write(JobRecord)].features
-    if features.supports_update_conflicts_with_target:
-        JobRecord.objects.bulk_create(records, batch_size=500, update_conflicts=True,
+#: The columns the fast path writes, in order.
+_COLUMNS = ["job_id", "queue", *_UPDATED, "archived_at"]
+_JSON = frozenset({"args", "kwargs", "errors", "result"})
+_TIMES = frozenset({"enqueued_at", "started_at", "finished_at", "archived_at"})
+
+
+def _upsert_sql(conn) -> str:
+    """INSERT ... ON CONFLICT (queue, job_id) DO UPDATE: the same text on
+    PostgreSQL and SQLite (>= 3.24)."""
+    quote = conn.ops.quote_name
+    table = quote(JobRecord._meta.db_table)
+    cols = ", ".join(quote(JobRecord._meta.get_field(c).column) for c in _COLUMNS)
+    marks = ", ".join(["%s"] * len(_COLUMNS))
+    sets = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in _UPDATED)
+    return (f"INSERT INTO {table} ({cols}) VALUES ({marks}) "
+            f"ON CONFLICT ({quote('queue')}, {quote('job_id')}) DO UPDATE SET {sets}")
+
+
+def bulk_insert(records: list[dict]) -> None:
+    """Insert ``records`` (:func:`record_of`'s dicts); a record whose
+    ``(queue, job_id)`` exists already is rewritten (a redelivered event
+    changes nothing; a dead letter retried from the admin that ends again is
+    recorded as it ended last). On PostgreSQL and SQLite one executemany of
+    an upsert, in one transaction; elsewhere ``bulk_create`` (rewriting where
+    the database can, else leaving the first record). Raises DatabaseError
+    (nothing of the failed batch is kept)."""
+    from django.db import transaction
+
+    latest = {(r["queue"], r["job_id"]): r for r in records}   # one statement, one row each
+    alias = router.db_for_write(JobRecord)
+    conn = connections[alias]
+    now = dt.datetime.now(dt.timezone.utc)
+    if conn.vendor in ("postgresql", "sqlite"):
+        def value(record, column):
+            v = now if column == "archived_at" else record[column]
+            if column in _JSON:
+                return None if v is None and column == "result" else json.dumps(v)
+            if column in _TIMES:
+                return conn.ops.adapt_datetimefield_value(v)
+            return v
+
+        rows = []
+        for n, record in enumerate(latest.values()):
+            if n % 16 == 15:
+                time.sleep(0)   # yield the GIL to the consumers' threads (archiver.YIELD_EVERY)
+            rows.append([value(record, c) for c in _COLUMNS])
+        with transaction.atomic(using=alias), conn.cursor() as cursor:
+            cursor.executemany(_upsert_sql(conn), rows)
+        return
+    objs = [JobRecord(**r) for r in latest.values()]
+    if conn.features.supports_update_conflicts_with_target:
+        JobRecord.objects.bulk_create(objs, batch_size=500, update_conflicts=True,
                                       unique_fields=["queue", "job_id"], update_fields=_UPDATED)
     else:
-        JobRecord.objects.bulk_create(records, batch_size=500, ignore_conflicts=True)
+        JobRecord.objects.bulk_create(objs, batch_size=500, ignore_conflicts=True)
 
 
 def _delete_ids(ids: list[Any]) -> int:

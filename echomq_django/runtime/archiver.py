@@ -44,8 +44,16 @@ log = logging.getLogger("echomq.archive")
 CLAIM_IDLE_MS = 30_000
 #: Most events read per queue and pass.
 BATCH = 500
-#: How long an idle pass waits before the next (s).
-IDLE_WAIT_S = 0.1
+#: How long a pass that found less than a full batch waits before the next
+#: (s): events gather meanwhile, so a busy queue is archived in full batches
+#: (one insert and one XACK per BATCH jobs), not a few at a time, and a record
+#: lands at most about this long after its job ended.
+IDLE_WAIT_S = 0.25
+#: Records built between two yields of the GIL. Building a batch is pure
+#: Python; held for the interpreter's whole switch interval (5 ms), it would
+#: make every consumer thread of the process wait that long each time it comes
+#: back from the server, so the archiver steps aside every few records.
+YIELD_EVERY = 16
 #: How often retention runs (s).
 RETENTION_EVERY_S = 60.0
 #: How often each queue's stale events are looked for with XAUTOCLAIM (s).
@@ -144,7 +152,7 @@ class Archiver:
                     self._own = set(self.keys)
                     self._stop.wait(backoff.next_s())
                     continue
-                if not moved:
+                if moved < self.batch:
                     self._stop.wait(IDLE_WAIT_S)
         finally:
             connection.close()
@@ -229,7 +237,9 @@ class Archiver:
             pipe.hgetall(Keyspace(queue).job(job_id))
         rows = pipe.execute()
         records, gone = [], []
-        for job_id, raw in zip(unique, rows):
+        for n, (job_id, raw) in enumerate(zip(unique, rows)):
+            if n % YIELD_EVERY == YIELD_EVERY - 1:
+                time.sleep(0)   # let the consumers' threads have the GIL (see YIELD_EVERY)
             if not raw:
                 gone.append(job_id)
                 continue

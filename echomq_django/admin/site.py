@@ -16,6 +16,9 @@ with the views of :mod:`.views` and :mod:`.dispatch`, each wrapped by the site's
 
 Permissions (docs/admin.md): ``echomq_django.view_queue`` to see,
 ``echomq_django.change_queue`` to act.
+
+The archive's history (``JobRecord``, Django's own changelist, read-only) is
+registered by :mod:`.history`, imported here.
 """
 
 from django.contrib import admin
@@ -23,7 +26,7 @@ from django.urls import path, re_path
 
 from ..models import Queue
 from ..rules import QUEUE_NAME_PATTERN
-from . import dispatch, views
+from . import dispatch, history, views  # noqa: F401  (history registers JobRecordAdmin)
 
 _QUEUE = rf"(?P<queue>{QUEUE_NAME_PATTERN})"
 

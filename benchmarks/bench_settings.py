@@ -18,3 +18,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ECHOMQ = {"URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:1/0"), "QUEUES": ["bench"]}
 if os.environ.get("BENCH_MAX_STALLS"):  # chaos.py --max-stalls
     ECHOMQ["MAX_STALLS"] = int(os.environ["BENCH_MAX_STALLS"])
+# archive.py: BENCH_DB names an SQLite file (migrated by the script) and
+# BENCH_ARCHIVE=1 turns ECHOMQ["ARCHIVE"] on.
+if os.environ.get("BENCH_DB"):
+    DATABASES["default"]["NAME"] = os.environ["BENCH_DB"]
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+if os.environ.get("BENCH_ARCHIVE"):
+    ECHOMQ["ARCHIVE"] = True

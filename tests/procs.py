@@ -24,8 +24,11 @@ from echomq_django import Jobs
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def runechomq(queue, *args, url=None, env=None, wrap=(), **popen):
-    """Start runechomq serving ``queue``; stdout and stderr are one text pipe.
+def runechomq(queue, *args, url=None, env=None, wrap=(), log_path=None, **popen):
+    """Start runechomq serving ``queue``; stdout and stderr are one text pipe,
+    or, with ``log_path``, one file (a process that logs a line per job fills
+    a pipe nobody reads and blocks; :func:`stop` and :func:`kill_all` read
+    the file back).
     ``url``: another server than the session's (a throwaway one), for the
     process and the test jobs it runs. ``env`` adds to (or overrides) the
     environment, e.g. ``ECHOMQ_TEST_SCHEDULES`` (see tests/settings.py).
@@ -34,10 +37,22 @@ def runechomq(queue, *args, url=None, env=None, wrap=(), **popen):
                **(env or {}))
     if url is not None:
         env["ECHOMQ_TEST_SERVER_URL"] = url
-    return subprocess.Popen(
-        [*wrap, sys.executable, "-m", "django", "runechomq", queue, *args],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
+    out = subprocess.PIPE if log_path is None else open(log_path, "a")
+    try:
+        proc = subprocess.Popen(
+            [*wrap, sys.executable, "-m", "django", "runechomq", queue, *args],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)
+    finally:
+        if log_path is not None:
+            out.close()
+    proc.log_path = log_path
+    return proc
+
+
+def _logged(proc) -> str:
+    path = getattr(proc, "log_path", None)
+    return Path(path).read_text() if path is not None else ""
 
 
 def kill_all(proc) -> str:
@@ -47,9 +62,9 @@ def kill_all(proc) -> str:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             pass
-    if proc.stdout.closed:  # its output was read already
+    if proc.stdout is None or proc.stdout.closed:  # a log file, or read already
         proc.wait()
-        return ""
+        return _logged(proc)
     out, _ = proc.communicate()
     return out
 
@@ -63,7 +78,7 @@ def stop(proc, sig=signal.SIGTERM, timeout=20):
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise AssertionError("runechomq did not stop in time:\n" + kill_all(proc)) from None
-    return proc.returncode, out
+    return proc.returncode, out if out is not None else _logged(proc)
 
 
 def wait_for(predicate, timeout=15.0, step=0.02):

@@ -100,3 +100,12 @@ if os.environ.get("ECHOMQ_TEST_OUTBOX"):
 # ... and queue limits: ECHOMQ_TEST_QUEUE_LIMITS is the JSON of ECHOMQ["QUEUE_LIMITS"].
 if os.environ.get("ECHOMQ_TEST_QUEUE_LIMITS"):
     ECHOMQ["QUEUE_LIMITS"] = json.loads(os.environ["ECHOMQ_TEST_QUEUE_LIMITS"])
+# ... and the archive: ECHOMQ_TEST_ARCHIVE is the JSON of ECHOMQ["ARCHIVE"].
+if os.environ.get("ECHOMQ_TEST_ARCHIVE"):
+    ECHOMQ["ARCHIVE"] = json.loads(os.environ["ECHOMQ_TEST_ARCHIVE"])
+# A runechomq subprocess that writes to the database (the archiver) needs one
+# the test can read too: ECHOMQ_TEST_DB names an SQLite file (migrated by the
+# test first) in place of the in-memory default.
+if os.environ.get("ECHOMQ_TEST_DB"):
+    DATABASES["default"]["NAME"] = os.environ["ECHOMQ_TEST_DB"]
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20}

@@ -31,6 +31,7 @@ def _more_calls(conn, redis_client, queue):
         "queues/horizon": ([ks.schedule, ks.active, ks.repeat, ks.synced, ks.beat_at, ks.wake,
                             ks.paused], [0, 0]),
         "queues/set_limits": ([ks.limits], [3, "", "", "", "", ""]),
+        "queues/set_archive": ([ks.limits], [1000]),
         "repeat/due": ([ks.repeat], [10]),
         "repeat/mark_synced": ([ks.synced], []),
         "repeat/unregister": ([ks.repeat, ks.repeat_record("gone")], ["gone"]),

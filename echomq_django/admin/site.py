@@ -20,6 +20,9 @@ only a web process serves the pages.
 
 Permissions (docs/admin.md): ``echomq_django.view_queue`` to see,
 ``echomq_django.change_queue`` to act.
+
+The archive's history (``JobRecord``, Django's own changelist, read-only) is
+registered by :mod:`.history`, imported here.
 """
 
 from django.contrib import admin
@@ -27,6 +30,7 @@ from django.urls import path, re_path
 
 from ..models import Queue
 from ..rules import QUEUE_NAME_PATTERN
+from . import history  # noqa: F401  (registers JobRecordAdmin)
 
 _QUEUE = rf"(?P<queue>{QUEUE_NAME_PATTERN})"
 

@@ -30,6 +30,7 @@ from .. import rules
 from ..conf import get_config
 from ..connection import get_connection
 from . import reads
+from .history import history_url
 from .present import (UTC, activity_chart, arguments, fmt_ms, lane_label, limits, rel,
                       schedule_histogram, span)
 
@@ -69,6 +70,7 @@ def _render(request, model_admin, template: str, fragment: str, title: str, cont
         "title": title,
         "here": _here(request),
         "can_change": model_admin.has_change_permission(request),
+        "history": history_url(request),
         "refresh_ms": REFRESH_MS,
         "fragment_template": fragment,
         **context,

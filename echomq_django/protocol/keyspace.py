@@ -122,6 +122,12 @@ class Keyspace:
 
     limits = _Key("limits", """HASH: the queue's limits (concurrency, lane_concurrency, rates).""")
 
+    archive = _Key("archive", """
+        STREAM of the archive's events, one per job that ends (``id``, ``state`` done, dead or
+        cancelled, ``at`` server ms), capped at the limits hash's ``archive_max``; written only
+        while that field is set (``lua/includes/archive.lua``), read by runechomq's archiver with
+        the consumer group ARCHIVE_GROUP.""")
+
     buckets = _Key("buckets", """
         HASH: token buckets, ``queue`` and ``g:<group>`` -> "<tokens>:<ms>".""")
 
@@ -130,6 +136,8 @@ class Keyspace:
 STATS_TTL_MS = 2 * 3_600_000
 #: Most wake markers kept on ``emq:{q}:wake``.
 WAKE_CAP = 100
+#: The consumer group that reads every queue's ``emq:{q}:archive`` stream.
+ARCHIVE_GROUP = "archivers"
 
 #: Keys shared by every queue live under a root whose tag no queue can have
 #: ("~" is not a queue-name character), so they never collide with a queue.

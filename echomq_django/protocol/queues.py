@@ -9,6 +9,7 @@ metronome keeps promoting, so nothing due is lost while it is paused
 from __future__ import annotations
 
 from ..limits import check_limits
+from ..rules import MAX_MS, check_int
 from . import scripts
 from .keyspace import WAKE_CAP, Keyspace
 
@@ -90,6 +91,25 @@ class Queues:
                            ["" if checked["concurrency"] is None else checked["concurrency"],
                             "" if checked["lane_concurrency"] is None
                             else checked["lane_concurrency"], *rate, *lane_rate]) == 1
+
+    def set_archive(self, queue: str, stream_max: int | None) -> bool:
+        """Turn ``queue``'s archive events on, capping its stream
+        ``emq:{q}:archive`` at about ``stream_max`` events (XADD MAXLEN ~), or
+        off with None (docs/protocol.md, "Archive"). Every script that ends a
+        job reads it with the limits; :meth:`set_limits` keeps it. Returns
+        False when it was already so.
+
+        Raises TypeError or ValueError naming ``stream_max`` (1..2**53),
+        sending nothing.
+        """
+        cap = "" if stream_max is None else check_int("stream_max", stream_max, 1, MAX_MS)
+        return scripts.run(self.conn, "queues/set_archive", [Keyspace(queue).limits],
+                           [cap]) == 1
+
+    def archive_max(self, queue: str) -> int | None:
+        """The cap of ``queue``'s archive stream, None while its archive is off."""
+        value = self.conn.hget(Keyspace(queue).limits, "archive_max")
+        return None if value is None else int(value)
 
     def limits(self, queue: str) -> dict:
         """``queue``'s limits: ``{"concurrency": int | None, "lane_concurrency":

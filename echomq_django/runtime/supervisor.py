@@ -115,17 +115,19 @@ class Supervisor:
 
     def _has_declarations(self) -> bool:
         return (bool(self._declared()) or self.config.prune_schedules
-                or bool(self.config.queue_limits))
+                or bool(self.config.queue_limits) or self.config.archive is not None)
 
     def _sync_declared(self) -> None:
         """Write what settings and code declare to the server: the queues'
-        limits (``QUEUE_LIMITS``) and the recurring schedules (docs/repeat.md,
-        "sync"); at boot, and from the metronome when a queue's sync marker
-        is gone (data lost)."""
+        limits (``QUEUE_LIMITS``), the archive's stream cap (``ARCHIVE``) and
+        the recurring schedules (docs/repeat.md, "sync"); at boot, and from
+        the metronome when a queue's sync marker is gone (data lost)."""
         from ..protocol.queues import Queues
         from ..repeat.sync import sync
+        from .archiver import declare_archive
 
         queues = Queues(get_connection())
+        declare_archive(queues, self.options.queues, self.config.archive, self.outage())
         for queue, limits in self.config.queue_limits.items():
             changed = persist(lambda q=queue, lim=limits: queues.set_limits(q, **lim),
                               deadline=time.monotonic() + BOOT_PERSIST_S, outage=self.outage())

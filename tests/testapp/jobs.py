@@ -282,3 +282,10 @@ def lone_surrogate():
     """Returns text UTF-8 cannot encode (what a bad byte decoded with
     surrogateescape leaves)."""
     return {"name": "caf\udce9"}
+
+
+@job(queue="default", context=True, max_attempts=3, backoff=Backoff.fixed(0))
+def fail_every_attempt(n, context=None):
+    """Fails each of its three attempts with the job's and the attempt's
+    number in the message (the archive's test), so it ends dead."""
+    raise ValueError(f"job {n} attempt {context.attempt}")

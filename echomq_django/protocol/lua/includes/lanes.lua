@@ -12,7 +12,8 @@
 --   base .. 'capped'      SET lanes at their concurrency cap, with work waiting
 --   base .. 'waiting'     ZSET lane -> ms its next token is due (rate-limited)
 --   base .. 'lane_active' HASH lane -> running jobs (groups only)
---   base .. 'limits'      HASH the queue's limits (Jobs.set_limits)
+--   base .. 'limits'      HASH the queue's limits (Jobs.set_limits) and the
+--                         archive stream's cap (archive_max, Queues.set_archive)
 --   base .. 'buckets'     HASH token buckets: 'queue' and 'g:<group>'
 --   base .. 'wake'        LIST wake markers
 -- The invariant every script keeps: a lane with work is in exactly one of
@@ -81,15 +82,16 @@ end
 
 -- queue_limits(base): the queue's limits hash as {concurrency,
 -- lane_concurrency, rate_count, rate_per_ms, lane_rate_count,
--- lane_rate_per_ms} (nil where unset), read once per script run: no script
--- that reads them changes them, so finish's outcomes and its claim share one
--- read.
+-- lane_rate_per_ms, archive_max} (nil where unset; archive_max is the
+-- archive stream's cap, includes/archive.lua), read once per script run: no
+-- script that reads them changes them, so finish's outcomes, its claim and
+-- the archive's event share one read.
 local limits_read = {}
 local function queue_limits(base)
   local limits = limits_read[base]
   if not limits then
     limits = redis.call('HMGET', base .. 'limits', 'concurrency', 'lane_concurrency',
-      'rate_count', 'rate_per_ms', 'lane_rate_count', 'lane_rate_per_ms')
+      'rate_count', 'rate_per_ms', 'lane_rate_count', 'lane_rate_per_ms', 'archive_max')
     limits_read[base] = limits
   end
   return limits

@@ -14,11 +14,14 @@
 --   state  'done', 'scheduled', 'dead', or 'cancelled' when a cancel was
 --          requested while it ran; a repeat by the same token (its first reply
 --          lost) answers the outcome recorded then (see includes/settle.lua).
--- Needs: settle, stats, lease, retention.
+-- An outcome that ends the job (done, dead, cancelled) appends the archive's
+-- event (includes/archive.lua). Needs: settle, stats, lease, retention,
+-- archive.
 -- @include settle
 -- @include stats
 -- @include lease
 -- @include retention
+-- @include archive
 
 -- open_outcome(k, base, id, token, keep, op): the start all four share
 -- (includes/settle.lua). Returns row, now, err, early, attempts: err an
@@ -55,6 +58,7 @@ local function finish_ack(k, base, id, token, result, keep)
     unpack(settled_fields(token, 'ack', 'done')))
   redis.call('PEXPIRE', row, keep.keep_ms)
   count(base, 'done', now, keep.stats_ttl_ms)
+  archive_end(row, 'done', now)
   return nil, now, 'done'
 end
 

@@ -4,8 +4,9 @@
 -- beyond dead_max (the oldest) leave the set, so the set converges without
 -- one call ever walking it. A trimmed letter's row is deleted only while it is
 -- still dead (an expired id may have been enqueued again since).
--- Needs: stats.
+-- Needs: stats, archive.
 -- @include stats
+-- @include archive
 local TRIM = 100
 
 -- trim_dead(base, dead, now, ttl_ms, most): one bounded trim of the dead set.
@@ -35,7 +36,8 @@ end
 -- finished_at_ms; its row expires after keep.ttl_ms; it joins the dead set at
 -- now; 'failed' is counted (kept keep.stats_ttl_ms); then the set is trimmed
 -- to keep.ttl_ms and keep.max (`fields`, or nil: more field/value pairs for
--- the row's HSET). The one way every script ends a job dead.
+-- the row's HSET); the archive hears of it. The one way every script ends a
+-- job dead.
 local function bury(base, dead, id, now, reason, err, keep, fields)
   local row = base .. 'job:' .. id
   redis.call('HSET', row, 'state', 'dead', 'reason', reason, 'last_error', err,
@@ -43,5 +45,6 @@ local function bury(base, dead, id, now, reason, err, keep, fields)
   redis.call('PEXPIRE', row, keep.ttl_ms)
   redis.call('ZADD', dead, now, id)
   count(base, 'failed', now, keep.stats_ttl_ms)
+  archive_end(row, 'dead', now)
   trim_dead(base, dead, now, keep.ttl_ms, keep.max)
 end

@@ -1,5 +1,7 @@
 -- cancel: a pending or scheduled job ends cancelled at once and never runs; a
 -- running one is flagged, and its handler sees the flag at its next check.
+-- A job cancelled here appends the archive's event (includes/archive.lua);
+-- a flagged one does when it ends.
 -- KEYS[1] job      emq:{q}:job:<id>, the row
 -- KEYS[2] pending  emq:{q}:pending
 -- KEYS[3] schedule emq:{q}:schedule
@@ -13,6 +15,7 @@
 -- @include now
 -- @include lanes
 -- @include base
+-- @include archive
 local _, bad_id = text_arg(ARGV[1], 'job_id')
 if bad_id then return bad_id end
 local bad_key = check_keys({{KEYS[1], 'job:' .. ARGV[1]}, {KEYS[2], 'pending'},
@@ -35,6 +38,8 @@ if state == 'pending' then
   lane_drop(queue_root(KEYS[2]), lane_of(KEYS[1]), ARGV[1])
 end
 redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at_ms', now_ms())
+local now = now_ms()
+redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished_at_ms', now)
 redis.call('PEXPIRE', KEYS[1], keep_ms)
+archive_end(KEYS[1], 'cancelled', now)
 return 1

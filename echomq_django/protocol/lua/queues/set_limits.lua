@@ -7,6 +7,8 @@
 -- ARGV[4] rate_per_ms       ('' and '' = no rate)
 -- ARGV[5] lane_rate_count   each lane's token bucket
 -- ARGV[6] lane_rate_per_ms  ('' and '' = no rate)
+-- The hash's archive_max (the archive stream's cap, queues/set_archive) is
+-- not a limit: it is kept as it is.
 -- Returns: 1 when the limits changed, 0 when they were already these
 --   (nothing is touched: runechomq writes its declared limits at every boot).
 --   On a change every lane held back by the old limits (at a cap, waiting
@@ -35,6 +37,7 @@ local base = queue_root(KEYS[1])
 local fields = {}
 local same = true
 local old = redis.call('HMGET', KEYS[1], unpack(names))
+local archive_max = redis.call('HGET', KEYS[1], 'archive_max')
 for i = 1, 6 do
   if n[i] then
     fields[#fields + 1] = names[i]
@@ -44,10 +47,14 @@ for i = 1, 6 do
     same = false
   end
 end
-if same and redis.call('HLEN', KEYS[1]) == #fields / 2 then
+if same and redis.call('HLEN', KEYS[1]) == #fields / 2 + (archive_max and 1 or 0) then
   return 0
 end
 redis.call('DEL', KEYS[1])
+if archive_max then
+  fields[#fields + 1] = 'archive_max'
+  fields[#fields + 1] = archive_max
+end
 if #fields > 0 then
   redis.call('HSET', KEYS[1], unpack(fields))
 end

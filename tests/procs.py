@@ -99,9 +99,11 @@ def state_of(conn, queue, job_id):
 
 
 @contextlib.contextmanager
-def killing_connections(client, every_s=0.005):
+def killing_connections(client, every_s=0.02):
     """While the block runs, ``CLIENT KILL`` every normal connection but
-    ``client``'s own every ``every_s`` seconds (a flaky network)."""
+    ``client``'s own every ``every_s`` seconds (a flaky network: a connection
+    lives about as long as the handshake and a few commands take under load,
+    so a caller's three tries can all be cut at much shorter periods)."""
     stop_killing = threading.Event()
 
     def killer():

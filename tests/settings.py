@@ -13,8 +13,9 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
-# A test that shares a database between processes (the outbox, the archive)
-# names it in ECHOMQ_TEST_DB: a SQLite file path, or postgres://host:port/name.
+# A test that shares a database between processes (the outbox relay, the
+# archiver in a runechomq subprocess) names it in ECHOMQ_TEST_DB, migrated by
+# the test first: a SQLite file path, or postgres://user@host:port/name.
 if os.environ.get("ECHOMQ_TEST_DB", "").startswith("postgres://"):
     from urllib.parse import urlsplit
 
@@ -103,9 +104,3 @@ if os.environ.get("ECHOMQ_TEST_QUEUE_LIMITS"):
 # ... and the archive: ECHOMQ_TEST_ARCHIVE is the JSON of ECHOMQ["ARCHIVE"].
 if os.environ.get("ECHOMQ_TEST_ARCHIVE"):
     ECHOMQ["ARCHIVE"] = json.loads(os.environ["ECHOMQ_TEST_ARCHIVE"])
-# A runechomq subprocess that writes to the database (the archiver) needs one
-# the test can read too: ECHOMQ_TEST_DB names an SQLite file (migrated by the
-# test first) in place of the in-memory default.
-if os.environ.get("ECHOMQ_TEST_DB"):
-    DATABASES["default"]["NAME"] = os.environ["ECHOMQ_TEST_DB"]
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20}

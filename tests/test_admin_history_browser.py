@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from tests.test_admin_browser import ARTIFACTS, browser_page, log_in, pytestmark  # noqa: F401
+from tests.test_admin_browser import (  # noqa: F401  (fixtures, shared)
+    ARTIFACTS, browser, browser_page, log_in, pytestmark)
 from tests.test_admin_history import archive_some
 
 try:

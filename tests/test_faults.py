@@ -487,7 +487,7 @@ def test_dead_letter_retention_is_bounded_per_call(conn, redis_client, queue, se
 @pytest.mark.parametrize("how", ["enqueue", "enqueue_in", "enqueue_many"])
 def test_an_enqueue_whose_connection_drops_is_neither_lost_nor_doubled(queue, redis_client,
                                                                        how):
-    """CLIENT KILL every few ms while jobs are enqueued: an admission whose
+    """CLIENT KILL every 20 ms while jobs are enqueued: an admission whose
     reply was lost is sent again (the id makes the repeat answer duplicate,
     which the caller is told as enqueued or scheduled)."""
     handles, refused = [], 0

@@ -487,7 +487,7 @@ def test_check_reports_queues_and_options_of_the_wrong_shape():
 
 
 def test_an_enqueue_whose_connection_drops_is_neither_lost_nor_doubled(queue, redis_client):
-    """CLIENT KILL every few ms while tasks are enqueued: a lost reply is sent
+    """CLIENT KILL every 20 ms while tasks are enqueued: a lost reply is sent
     again, and the id makes the repeat a no-op."""
     returned, refused = [], 0
     with killing_connections(redis_client):

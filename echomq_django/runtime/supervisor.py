@@ -209,11 +209,18 @@ class Supervisor:
         if opts.metronome:
             self._sync_declared()
         log.info("runechomq: queues %s, %s", ", ".join(opts.queues), self._describe())
-        if opts.processes > 1 and opts.consumers:
+        if opts.consumers and (opts.processes > 1 or self._archive_apart()):
             self._supervise()
         else:
             self._run_here(metronome=opts.metronome, consumers=opts.consumers)
         return self.exit_code
+
+    def _archive_apart(self) -> bool:
+        """With ARCHIVE on, the metronome (with the relay and the archiver)
+        runs in a process of its own even with one consumer process: the
+        archiver's Python work never takes the consumers' GIL."""
+        opts = self.options
+        return self.config.archive is not None and opts.metronome and not opts.burst
 
     def _describe(self) -> str:
         opts = self.options

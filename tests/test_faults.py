@@ -493,7 +493,7 @@ def test_an_enqueue_whose_connection_drops_is_neither_lost_nor_doubled(queue, re
     handles, refused = [], 0
     fn = testjobs.add.using(queue=queue)
     with killing_connections(redis_client):
-        for i in range(100):
+        for i in range(300):
             try:
                 if how == "enqueue":
                     handles.append(fn.enqueue(i, 0))
@@ -511,4 +511,4 @@ def test_an_enqueue_whose_connection_drops_is_neither_lost_nor_doubled(queue, re
     assert told <= waiting and len(waiting - told) <= 3 * refused
     assert {str(h.outcome) for h in handles} == {
         "scheduled" if how == "enqueue_in" else "enqueued"}
-    assert refused <= 5
+    assert refused <= 1     # three tries each: without them, 2-13 of 300 here

@@ -501,4 +501,5 @@ def test_an_enqueue_whose_connection_drops_is_neither_lost_nor_doubled(queue, re
     # Every task the caller was told of is there (once: an id is one member);
     # one whose three tries all failed may have been written by the first.
     assert told <= pending and len(pending - told) <= refused
-    assert len(returned) + refused == 300 and refused <= 5
+    # Three tries each: without them, 2-13 of 300 are refused here.
+    assert len(returned) + refused == 300 and refused <= 1

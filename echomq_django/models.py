@@ -4,8 +4,9 @@ tables (docs/durability.md).
 - ``Queue``: unmanaged, no table: it carries the admin dashboard's
   permissions (``view_queue`` to look, ``change_queue`` to act) and puts
   "Queues" under "EchoMQ" on the admin index (docs/admin.md).
-- ``OutboxEntry``: a job written in the caller's transaction, waiting for the
-  relay in runechomq to put it on the bus (``ECHOMQ["OUTBOX"]``).
+- ``OutboxEntry``: a job written in the caller's transaction, kept until it
+  has ended: the relay in runechomq puts it on the bus, and puts it there
+  again if the server loses it before its end (``ECHOMQ["OUTBOX"]``).
 - ``JobRecord``: a job that ended (done, dead, cancelled), folded from the bus
   by the archiver in runechomq (``ECHOMQ["ARCHIVE"]``).
 """
@@ -24,9 +25,11 @@ class Queue(models.Model):
 
 
 class OutboxEntry(models.Model):
-    """One job waiting to be admitted to the bus: what ``Jobs.enqueue_many``
-    takes for it. The relay admits entries in id order and deletes them; the
-    job id makes a second admission a no-op (docs/durability.md, "Outbox")."""
+    """One job of the outbox: what ``Jobs.enqueue_many`` takes for it. The
+    relay admits entries in id order and marks them admitted; it deletes an
+    entry once its job has ended, and admits it again if the server lost it
+    (its epoch is gone). The job id makes a second admission a no-op
+    (docs/durability.md, "Outbox")."""
 
     job_id = models.CharField(max_length=200, unique=True)
     queue = models.CharField(max_length=100)
@@ -38,6 +41,11 @@ class OutboxEntry(models.Model):
     delay_ms = models.BigIntegerField(null=True, blank=True)
     run_at_ms = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: When the job was put on the bus, and the queue's epoch then; the row is
+    #: kept until the job has ended, so a server that loses its data before
+    #: then gets the job again (docs/durability.md, "Outbox").
+    admitted_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    epoch = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["id"]

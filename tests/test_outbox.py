@@ -103,11 +103,11 @@ def test_enqueues_while_the_server_is_down_all_run_once_when_it_is_back(
     proc = runechomq(queue, "--concurrency", "8", url=url, env={"ECHOMQ_TEST_DB": db})
     worker_procs.append(proc)
     wait_for(lambda: client.scard(key) == 1000, timeout=60)
+    wait_for(lambda: outbox_rows() == 0, timeout=30)   # kept until the job ended
     code, out = stop(proc)
     assert code == 0, out
     runs = testjobs.tally_runs(client, key)
     assert len(runs) == 1000 and set(runs.values()) == {1}   # each ran exactly once
-    assert outbox_rows() == 0
 
 
 @pytest.mark.slow
@@ -126,10 +126,10 @@ def test_two_relays_deliver_every_entry_once(shared_db, start_valkey, worker_pro
     worker = runechomq(queue, "--without-metronome", "--concurrency", "8", url=url, env=env)
     worker_procs.extend([*relays, worker])
     wait_for(lambda: client.scard(key) == 1000, timeout=90)
+    wait_for(lambda: outbox_rows() == 0, timeout=30)
     outputs = [stop(p)[1] for p in (*relays, worker)]
     runs = testjobs.tally_runs(client, key)
     assert len(runs) == 1000 and set(runs.values()) == {1}
-    assert outbox_rows() == 0
     if db.startswith("postgres://"):
         # SKIP LOCKED: the relays took disjoint entries, none admitted twice.
         assert not any("on the bus already" in out for out in outputs), outputs
@@ -177,6 +177,31 @@ def test_the_outbox_writes_in_the_callers_transaction(conn, queue):
         assert OutboxEntry.objects.filter(queue=queue).count() == 2
         assert all(Jobs(conn).get(queue, h.job_id) is None for h in kept)
     # After the commit this process put them on the bus at once (the server
-    # answers) and emptied its outbox rows.
+    # answers) and marked its rows admitted: they are kept until the jobs end.
     assert [Jobs(conn).get(queue, h.job_id).state for h in kept] == ["pending", "pending"]
-    assert not OutboxEntry.objects.filter(queue=queue).exists()
+    rows = OutboxEntry.objects.filter(queue=queue)
+    assert rows.count() == 2 and all(r.admitted_at and r.epoch for r in rows)
+
+
+@pytest.mark.slow
+def test_an_outbox_job_survives_the_server_losing_its_data(shared_db, start_valkey,
+                                                           worker_procs, queue):
+    """Admitted, then the server loses everything before a worker runs: the
+    relay sees the epoch gone and admits the jobs again; each runs once, and
+    the rows go once the jobs have ended."""
+    db, outbox_rows = shared_db
+    url, _ = start_valkey()
+    client = redis.Redis.from_url(url, decode_responses=True)
+    key = queue + ":runs"
+    enqueue_tallies(db, url, queue, key, 200)           # admitted at once (the server is up)
+    assert client.zcard(f"emq:{{{queue}}}:pending") == 200 and outbox_rows() == 200
+    client.flushall()                                   # the server loses its data
+    proc = runechomq(queue, "--concurrency", "8", url=url, env={"ECHOMQ_TEST_DB": db})
+    worker_procs.append(proc)
+    wait_for(lambda: client.scard(key) == 200, timeout=60)
+    wait_for(lambda: outbox_rows() == 0, timeout=30)
+    code, out = stop(proc)
+    assert code == 0, out
+    runs = testjobs.tally_runs(client, key)
+    assert len(runs) == 200 and set(runs.values()) == {1}
+    assert "lost its data" in out

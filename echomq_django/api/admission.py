@@ -9,8 +9,9 @@ items, each with a fresh id, and hands them to :func:`admit` with a
 - **outbox** (``ECHOMQ["OUTBOX"]`` covers the queue, or ``outbox=True``): each
   job becomes an ``OutboxEntry`` row in the caller's transaction on database
   ``using``; after the commit this process tries to admit them at once, and
-  the relay in runechomq admits whatever is left (Redis down, a crash). The
-  answer is ``deferred``. Nothing here needs the server.
+  the relay in runechomq admits whatever is left (Redis down, a crash),
+  keeps each row until its job has ended and admits it again if the server
+  loses it. The answer is ``deferred``. Nothing here needs the server.
 - **on commit** (``ECHOMQ["ENQUEUE_ON_COMMIT"]``, default True, or
   ``on_commit=True``) inside ``transaction.atomic(using=...)``: admitted by
   ``transaction.on_commit``, never if the transaction rolls back; ``deferred``.
@@ -22,6 +23,7 @@ items, each with a fresh id, and hands them to :func:`admit` with a
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -190,27 +192,45 @@ def deliver_entries(jobs: Jobs, entries: Sequence[Any], alias: str,
                     tries: int = LOST_REPLY_TRIES) -> int:
     """Admit ``entries`` (OutboxEntry rows, locked by the caller's
     transaction) with the idempotent batch enqueue, one call per queue, then
-    delete them; returns how many. An entry whose job is on the bus already
-    answers ``duplicate`` (a delivery repeated after a crash is a no-op).
+    mark them admitted in the queue's epoch (kept until the job ends; see
+    :mod:`echomq_django.runtime.relay`); returns how many. An entry whose job
+    is on the bus already answers ``duplicate`` (a delivery repeated after a
+    crash is a no-op).
 
-    Raises a redis error when the server cannot take them (nothing deleted)."""
+    Raises a redis error when the server cannot take them (nothing marked)."""
+    from django.utils import timezone
+
     from ..models import OutboxEntry
 
     by_queue: dict[str, list[Any]] = {}
     for entry in entries:
         by_queue.setdefault(entry.queue, []).append(entry)
     already = 0
+    now = timezone.now()
     for queue, group in by_queue.items():
+        epoch = repeat_lost(lambda q=queue: queue_epoch(jobs.conn, q), tries)
         items = [_item(entry) for entry in group]
         outcomes = repeat_lost(lambda q=queue, i=items: jobs.enqueue_many(q, i), tries)
         already += sum(outcome == Outcome.DUPLICATE for outcome in outcomes)
-        announce(queue, items, outcomes)
-    OutboxEntry.objects.using(alias).filter(pk__in=[e.pk for e in entries]).delete()
+        OutboxEntry.objects.using(alias).filter(pk__in=[e.pk for e in group]).update(
+            admitted_at=now, epoch=epoch)
     if already:
         # A repeat after a crash, or two relays on a database without SKIP
         # LOCKED: harmless (the ids), and worth knowing.
         log.info("outbox: %d of %d entries were on the bus already", already, len(entries))
     return len(entries)
+
+
+def queue_epoch(conn: Any, queue: str) -> str:
+    """The queue's epoch (``emq:{q}:epoch``), set now if the server has none
+    (first use, or the server lost its data): one ``SET NX GET``."""
+    from ..protocol.keyspace import Keyspace
+
+    fresh = secrets.token_hex(8)
+    old = conn.set(Keyspace(queue).epoch, fresh, nx=True, get=True)
+    if old is None:
+        return fresh
+    return old.decode() if isinstance(old, bytes) else old
 
 
 def _item(entry: Any) -> dict:

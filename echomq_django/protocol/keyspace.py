@@ -76,6 +76,12 @@ class Keyspace:
 
     paused = _Key("paused", """STRING, present while the queue is paused: claim serves nothing.""")
 
+    epoch = _Key("epoch", """
+        STRING: a random token the outbox relay sets (SET NX) when it first admits to the queue;
+        an outbox row remembers the epoch it was admitted in, so a row whose job is gone tells
+        a job that ended and expired (same epoch) from a server that lost its data (the epoch
+        is gone too): docs/durability.md, "Outbox".""")
+
     def stop(self, worker_id: str) -> str:
         """LIST: stop markers for one runechomq process's blocked waits on this
         queue (its idle consumers and metronome listener BLPOP it beside their

@@ -2,21 +2,31 @@
 "Outbox").
 
 A thread of runechomq's metronome process. Each round, per database that
-holds the outbox table, it locks up to :data:`BATCH` entries (oldest first;
-``SELECT ... FOR UPDATE SKIP LOCKED`` where the database has it, so several
-relays take disjoint entries), admits them with the idempotent batch enqueue
-and deletes them in the same transaction. A crash between the admission and
-the commit leaves the rows; the next round admits them again, and their ids
-make that a no-op: every entry reaches the bus once. While the server is
-away the rows wait (one log line per outage); while the outbox is empty the
-relay looks again every :data:`IDLE_S` seconds. No database call sits on a
-job's path: only enqueues that chose the outbox write rows.
+holds the outbox table, it locks up to :data:`BATCH` entries not yet
+admitted (oldest first; ``SELECT ... FOR UPDATE SKIP LOCKED`` where the
+database has it, so several relays take disjoint entries), admits them with
+the idempotent batch enqueue and marks them admitted, with the queue's epoch
+(``emq:{q}:epoch``), in the same transaction. A crash between the admission
+and the commit leaves them unmarked; the next round admits them again, and
+their ids make that a no-op: every entry reaches the bus once.
+
+Every :data:`RECONCILE_S` seconds it also looks at the admitted entries: one
+whose job has ended (done, dead, cancelled) is deleted; one whose job row is
+gone while the queue's epoch is the one it was admitted in ended and expired
+(or was deleted) and is deleted too; one whose job is gone with the epoch
+(the server lost its data) is admitted again. So an outbox job survives the
+server losing its data until it has ended (a job that was running then runs
+again: at least once). While the server is away the rows wait (one log line
+per outage); while the outbox is empty the relay looks again every
+:data:`IDLE_S` seconds. No database call sits on a job's path: only enqueues
+that chose the outbox write rows.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import redis
@@ -25,8 +35,9 @@ from django.db import DatabaseError, close_old_connections, connections, transac
 from ..api.admission import deliver_entries
 from ..connection.resilience import Outage
 from ..protocol.jobs import Jobs
+from ..protocol.keyspace import Keyspace
 
-__all__ = ["Relay", "BATCH", "IDLE_S"]
+__all__ = ["Relay", "BATCH", "IDLE_S", "RECONCILE_S"]
 
 log = logging.getLogger("echomq.outbox")
 
@@ -37,6 +48,10 @@ IDLE_S = 0.5
 #: How long it waits when no database has the outbox table (not migrated,
 #: or no database at all), s: then it looks for the table again.
 NO_TABLE_S = 60.0
+#: How often the admitted entries are checked against the bus, s.
+RECONCILE_S = 2.0
+#: The states a job ends in: its entry has done its work.
+FINAL = frozenset({"done", "dead", "cancelled"})
 
 
 class Relay:
@@ -88,16 +103,69 @@ class Relay:
         for alias in self.aliases():
             with transaction.atomic(using=alias):
                 entries = list(OutboxEntry.objects.using(alias)
-                               .select_for_update(skip_locked=True).order_by("id")[:BATCH])
+                               .select_for_update(skip_locked=True)
+                               .filter(admitted_at__isnull=True).order_by("id")[:BATCH])
                 if entries:
                     moved += deliver_entries(self.jobs, entries, alias)
         return moved
 
+    def reconcile_once(self) -> tuple[int, int]:
+        """Check every admitted entry against the bus, :data:`BATCH` at a
+        time; returns ``(deleted, admitted again)``. Raises a redis or
+        database error (nothing is lost: a batch not finished stays as it
+        was)."""
+        from ..models import OutboxEntry
+
+        deleted = again = 0
+        for alias in self.aliases():
+            after = 0
+            while True:
+                with transaction.atomic(using=alias):
+                    entries = list(OutboxEntry.objects.using(alias)
+                                   .select_for_update(skip_locked=True)
+                                   .filter(admitted_at__isnull=False, pk__gt=after)
+                                   .order_by("id")[:BATCH])
+                    if not entries:
+                        break
+                    after = entries[-1].pk
+                    gone, lost = self._judge(entries)
+                    OutboxEntry.objects.using(alias).filter(pk__in=gone).delete()
+                    if lost:
+                        log.warning("outbox: the server no longer has %d admitted job(s) "
+                                    "(it lost its data); admitting them again", len(lost))
+                        deliver_entries(self.jobs, lost, alias)
+                    deleted, again = deleted + len(gone), again + len(lost)
+                if len(entries) < BATCH:
+                    break
+        return deleted, again
+
+    def _judge(self, entries: list[Any]) -> tuple[list[int], list[Any]]:
+        """(ids of entries whose work is done, entries the server lost)."""
+        queues = sorted({e.queue for e in entries})
+        pipe = self.jobs.conn.pipeline(transaction=False)
+        for queue in queues:
+            pipe.get(Keyspace(queue).epoch)
+        for entry in entries:
+            pipe.hget(Keyspace(entry.queue).job(entry.job_id), "state")
+        replies = [r.decode() if isinstance(r, bytes) else r for r in pipe.execute()]
+        epochs = dict(zip(queues, replies[:len(queues)]))
+        gone, lost = [], []
+        for entry, state in zip(entries, replies[len(queues):]):
+            if state in FINAL or (state is None and epochs[entry.queue] == entry.epoch):
+                gone.append(entry.pk)
+            elif state is None:
+                lost.append(entry)
+        return gone, lost
+
     def _run(self) -> None:
+        next_reconcile = time.monotonic()
         try:
             while not self._stop.is_set():
                 try:
                     moved = self.relay_once()
+                    if time.monotonic() >= next_reconcile:
+                        next_reconcile = time.monotonic() + RECONCILE_S
+                        self.reconcile_once()
                     self.outage.ok()
                 except redis.RedisError as err:
                     self.outage.failed(err)

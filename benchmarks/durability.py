@@ -338,6 +338,14 @@ def main() -> int:
 
     settings = args.settings.split(",")
     failures = args.failures.split(",")
+    unknown = [f for f in failures if f not in ("kill", "crash", "wipe")]
+    if unknown:
+        parser.error(f"--failures takes kill, crash and wipe, got {', '.join(unknown)}")
+    bad = [s for s in settings if s not in ("everysec/off", "always/off", "everysec/on",
+                                            "always/on")]
+    if bad:
+        parser.error(f"--settings takes everysec/off, always/off, everysec/on and always/on, "
+                     f"got {', '.join(bad)}")
     root = Path(tempfile.mkdtemp(prefix="echomq-dial-"))
     try:
         shim = build_shim(root) if "crash" in failures else None

@@ -205,3 +205,29 @@ def test_an_outbox_job_survives_the_server_losing_its_data(shared_db, start_valk
     runs = testjobs.tally_runs(client, key)
     assert len(runs) == 200 and set(runs.values()) == {1}
     assert "lost its data" in out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reconcile_keeps_running_jobs_forgets_ended_ones_and_readmits_lost_ones(
+        conn, redis_client, queue):
+    """One reconcile pass of the relay over four admitted entries: ended,
+    waiting, deleted in the admin, and lost by the server (its last writes)."""
+    from echomq_django.admin.actions import Actions
+    from echomq_django.runtime.relay import Relay
+
+    fn = testjobs.tally.using(queue=queue, outbox=True)
+    ended, waiting, deleted, lost = (fn.enqueue("k") for _ in range(4))
+    assert OutboxEntry.objects.filter(queue=queue, admitted_at__isnull=False).count() == 4
+    jobs = Jobs(conn)
+    claim = jobs.claim(queue, "w", 60_000)
+    assert claim.job_id == ended.job_id
+    jobs.ack(queue, claim.job_id, claim.token)
+    assert Actions(conn).delete(queue, deleted.job_id) == "deleted"
+    redis_client.delete(f"emq:{{{queue}}}:job:{lost.job_id}")   # as a lost write leaves it
+    redis_client.zrem(f"emq:{{{queue}}}:pending", lost.job_id)
+    relay = Relay(conn, aliases=["default"])
+    assert relay.reconcile_once() == (1, 1)           # ended deleted; lost admitted again
+    left = set(OutboxEntry.objects.filter(queue=queue).values_list("job_id", flat=True))
+    assert left == {waiting.job_id, lost.job_id}      # the admin's delete took its entry
+    assert jobs.get(queue, lost.job_id).state == "pending"
+    assert jobs.get(queue, deleted.job_id) is None    # not brought back

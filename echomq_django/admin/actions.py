@@ -33,6 +33,7 @@ Signals emitted: none.
 from __future__ import annotations
 
 from .. import rules
+from ..api.admission import forget_outbox_entry
 from ..protocol import scripts
 from ..protocol.jobs import DEFAULT_KEEP_MS, Jobs
 from ..protocol.keyspace import WAKE_CAP, Keyspace
@@ -88,12 +89,15 @@ class Actions:
         schedule and dead.
 
         Returns ``"deleted"``; ``"not found"`` (nothing changes); ``"running"``
-        when the job is active (nothing changes: cancel it instead).
+        when the job is active (nothing changes: cancel it instead). A deleted
+        job's outbox entry, if it has one, is deleted too.
         """
         ks = Keyspace(queue)
         rules.check_job_id(job_id)
         code = scripts.run(self.conn, "admin/delete",
                            [ks.job(job_id), ks.pending, ks.schedule, ks.dead], [job_id])
+        if int(code) == 1:
+            forget_outbox_entry(queue, job_id)   # or the relay would admit it again
         return _DELETE[int(code)]
 
     def retry_all_dead(self, queue: str) -> int:

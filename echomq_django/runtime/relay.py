@@ -12,18 +12,22 @@ their ids make that a no-op: every entry reaches the bus once.
 
 Every :data:`RECONCILE_S` seconds it also looks at the admitted entries: one
 whose job has ended (done, dead, cancelled) is deleted; one whose job row is
-gone while the queue's epoch is the one it was admitted in ended and expired
-(or was deleted) and is deleted too; one whose job is gone with the epoch
-(the server lost its data) is admitted again. So an outbox job survives the
-server losing its data until it has ended (a job that was running then runs
-again: at least once). While the server is away the rows wait (one log line
-per outage); while the outbox is empty the relay looks again every
+gone while the queue's epoch is the one it was admitted in, admitted longer
+ago than ``RESULT_TTL_MS``, ended and expired, and is deleted too; one whose
+job is gone otherwise (the epoch gone: the server lost its data; or sooner
+than a row expires: it lost its last writes) is admitted again. So an
+outbox job survives the server losing its data until it has ended (a job
+that was running then runs again: at least once). The admin's delete
+removes the job's entry too, so a deleted job is not admitted again. While
+the server is away the rows wait (one log line per outage); while the
+outbox is empty the relay looks again every
 :data:`IDLE_S` seconds. No database call sits on a job's path: only enqueues
 that chose the outbox write rows.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -31,8 +35,10 @@ from typing import Any
 
 import redis
 from django.db import DatabaseError, close_old_connections, connections, transaction
+from django.utils import timezone
 
 from ..api.admission import deliver_entries
+from ..conf import get_config
 from ..connection.resilience import Outage
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
@@ -149,12 +155,20 @@ class Relay:
             pipe.hget(Keyspace(entry.queue).job(entry.job_id), "state")
         replies = [r.decode() if isinstance(r, bytes) else r for r in pipe.execute()]
         epochs = dict(zip(queues, replies[:len(queues)]))
+        # A job row outlives its end by RESULT_TTL_MS (a dead one longer): a
+        # row missing sooner, in the same epoch, was never kept (a server that
+        # lost its last writes: appendfsync everysec) or was deleted.
+        expired_before = timezone.now() - dt.timedelta(milliseconds=get_config().result_ttl_ms)
         gone, lost = [], []
         for entry, state in zip(entries, replies[len(queues):]):
-            if state in FINAL or (state is None and epochs[entry.queue] == entry.epoch):
+            if state in FINAL:
                 gone.append(entry.pk)
-            elif state is None:
-                lost.append(entry)
+            elif state is not None:
+                continue
+            elif epochs[entry.queue] == entry.epoch and entry.admitted_at < expired_before:
+                gone.append(entry.pk)      # it ended, and its row expired since
+            else:
+                lost.append(entry)         # the server lost it: its data, or its last writes
         return gone, lost
 
     def _run(self) -> None:

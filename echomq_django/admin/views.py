@@ -31,8 +31,9 @@ from ..conf import get_config
 from ..connection import get_connection
 from . import reads
 from .history import history_url
-from .present import (UTC, activity_chart, arguments, fmt_ms, lane_label, limits, rel,
-                      schedule_histogram, span)
+from .charts import latency_chart, throughput_chart
+from .present import (UTC, arguments, fmt_ms, lane_label, limits, rel, schedule_histogram,
+                      span)
 
 #: How often the pages refresh themselves (ms); the template hands it to live.js.
 REFRESH_MS = 2000
@@ -138,9 +139,11 @@ def overview(request, model_admin):
             return HttpResponseRedirect(request.path)
         return HttpResponseRedirect(set_url(wanted, "pending"))
     data = reads.overview(get_connection(), get_config().queues)
+    first_minute = data.now_ms // 60_000 - reads.HISTORY_MINUTES + 1
     queues = [{
         "q": q,
-        "chart": activity_chart(q, data.now_ms),
+        "throughput": throughput_chart(q.done, q.failed, q.died, first_minute),
+        "latency": latency_chart(q.latency_ms, first_minute),
         "histogram": schedule_histogram(q),
         "paused_for": rel(q.paused_at_ms, data.now_ms) if q.paused else "",
         "limits": limits(q.limits),

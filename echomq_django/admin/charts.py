@@ -119,6 +119,8 @@ def throughput_chart(done: list[int], failed: list[int], died: list[int],
                         "tip": tip, "minute": first_minute + i})
     return {**frame, "columns": columns, "total_done": sum(done),
             "total_failed": sum(failed), "total_dead": sum(died),
+            "done_text": f"{sum(done):,}", "failed_text": f"{sum(failed):,}",
+            "dead_text": f"{sum(died):,}",
             "label": (f"Jobs done, failed attempts and dead jobs per minute, last hour: "
                       f"{sum(done):,} done, {sum(failed):,} failed attempts, "
                       f"{sum(died):,} dead")}

@@ -3,10 +3,9 @@
 // text in data-tip; hovering it shows that text in the chart's tooltip and
 // marks the minute. The listeners sit on the document, so charts swapped in
 // by the live refresh (live.js) work at once; after a refresh the minute
-// under a still pointer is shown again.
+// that was hovered is shown again on the new chart.
 (function () {
   "use strict";
-  var pointer = null;   // the last pointer position over a chart: {x, y}
 
   function hide(plot) {
     var tip = plot.querySelector(".emq-tip");
@@ -44,35 +43,51 @@
     tip.style.left = left + "px";
   }
 
-  document.addEventListener("mouseover", function (event) {
+  // What is hovered, by name (the chart's section, the chart, the minute),
+  // not by element: the live refresh replaces the elements.
+  var hovered = null;
+
+  function remember(hit, clientX) {
+    var section = hit.closest(".emq-charts");
+    var plot = hit.closest(".emq-plot");
+    hovered = {
+      section: section ? section.id : "",
+      chart: plot ? plot.getAttribute("data-chart") : "",
+      minute: hit.getAttribute("data-minute"),
+      x: clientX
+    };
+  }
+
+  function onHover(event) {
     var hit = event.target.closest && event.target.closest(".emq-hit");
     if (hit) {
-      pointer = { x: event.clientX, y: event.clientY };
+      remember(hit, event.clientX);
       show(hit, event.clientX);
     }
-  });
-  document.addEventListener("mousemove", function (event) {
-    var hit = event.target.closest && event.target.closest(".emq-hit");
-    if (hit) {
-      pointer = { x: event.clientX, y: event.clientY };
-      show(hit, event.clientX);
-    }
-  });
+  }
+
+  document.addEventListener("mouseover", onHover);
+  document.addEventListener("mousemove", onHover);
   document.addEventListener("mouseout", function (event) {
+    // A chart swapped out by the refresh sends nothing that counts.
+    if (!event.target.isConnected) {
+      return;
+    }
     var plot = event.target.closest && event.target.closest(".emq-plot");
     if (plot && !(event.relatedTarget && plot.contains(event.relatedTarget))) {
-      pointer = null;
+      hovered = null;
       hide(plot);
     }
   });
   document.addEventListener("emq:refreshed", function () {
-    if (!pointer) {
+    if (!hovered || !hovered.section) {
       return;
     }
-    var el = document.elementFromPoint(pointer.x, pointer.y);
-    var hit = el && el.closest && el.closest(".emq-hit");
+    var section = document.getElementById(hovered.section);
+    var hit = section && section.querySelector(
+      '[data-chart="' + hovered.chart + '"] .emq-hit[data-minute="' + hovered.minute + '"]');
     if (hit) {
-      show(hit, pointer.x);
+      show(hit, hovered.x);
     }
   });
 })();

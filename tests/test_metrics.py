@@ -103,6 +103,57 @@ def test_latency_reads_every_lane_and_priority_level(conn, redis_client, queue, 
     assert gauges(conn, [], only=[queue + "-empty"]).queues[0].latency_s == 0.0
 
 
+def test_the_metronome_s_latency_sample_is_the_gauges_latency_once_a_minute(
+        conn, redis_client, queue, server_time_ms):
+    fn = testjobs.choose.using(queue=queue)
+    ks = Keyspace(queue)
+    jobs = Jobs(conn)
+    now = server_time_ms()
+    first = fn.using(group="chat-a", priority=10).enqueue("k", "done")
+    behind = fn.using(group="chat-a", priority=-5).enqueue("k", "done")
+    _set_ready_since(redis_client, queue, first.job_id, "enqueued_at_ms", now - 1_000)
+    _set_ready_since(redis_client, queue, behind.job_id, "enqueued_at_ms", now - 90_000)
+    latency = jobs.sample_latency(queue)
+    (g,) = gauges(conn, [], only=[queue]).queues
+    assert 90_000 <= latency <= g.latency_s * 1000 < 92_000
+    (member, minute), = redis_client.zrange(ks.latency, 0, -1, withscores=True)
+    assert member == f"{int(minute)}:{latency}"
+    assert 0 < redis_client.pttl(ks.latency) <= 2 * 3_600_000
+    # A second call in the same minute writes nothing (several metronomes).
+    if server_time_ms() // 60_000 == int(minute):
+        assert jobs.sample_latency(queue) is None
+        assert redis_client.zcard(ks.latency) == 1
+    # Only the last 60 minutes are kept: older samples are dropped.
+    redis_client.zadd(ks.latency, {f"{int(minute) - m}:5": int(minute) - m
+                                   for m in range(1, 80)})
+    redis_client.zrem(ks.latency, member)
+    jobs.sample_latency(queue)
+    scores = [int(s) for _, s in redis_client.zrange(ks.latency, 0, -1, withscores=True)]
+    now_minute = server_time_ms() // 60_000
+    assert len(scores) == 60 and scores[0] == now_minute - 59 and scores[-1] == now_minute
+    # Nothing pending: 0.
+    assert jobs.sample_latency(queue + "-empty") == 0
+
+
+def test_a_dead_job_counts_failed_and_dead_a_retry_failed_only(conn, redis_client, queue,
+                                                                 server_time_ms):
+    ks = Keyspace(queue)
+    jobs = Jobs(conn)
+    fn = testjobs.choose.using(queue=queue)
+    fn.enqueue("k", "done")
+    fn.enqueue("k", "done")
+    claim = jobs.claim(queue, "w", 60_000)
+    jobs.retry(queue, claim.job_id, claim.token, 3_600_000, "boom")
+    claim = jobs.claim(queue, "w", 60_000)
+    minute = server_time_ms() // 60_000
+    jobs.dead(queue, claim.job_id, claim.token, "failed", "boom")
+
+    def count(kind):
+        return sum(int(redis_client.get(ks.stats(kind, m)) or 0) for m in (minute, minute + 1))
+
+    assert (count("failed"), count("dead"), count("done")) == (2, 1, 0)
+
+
 @pytest.mark.django_db
 def test_the_view_lets_in_a_token_or_the_view_permission_only(settings, queue):
     url = "/echomq/metrics"

@@ -39,6 +39,7 @@ def _more_calls(conn, redis_client, queue):
         "presence/announce": ([SHARED + "workers", SHARED + "worker:" + worker,
                                SHARED + "queues"], [worker, 60_000, "{}", "[]"]),
         "admin/rows": ([ks.pending], [ks.base, 100, f'["{doomed}"]', '["state"]']),
+        "admin/search": ([ks.pending], [ks.base, f'["{doomed}"]', "", "", "", 10]),
         "admin/delete": ([ks.job(doomed), ks.pending, ks.schedule, ks.dead], [doomed]),
         "admin/gauges": ([ks.pending, ks.schedule, ks.active, ks.dead, ks.repeat, ks.lanes,
                           ks.lanes_total, ks.ring, ks.capped, ks.waiting], [ks.base, 100, 8]),
@@ -46,7 +47,7 @@ def _more_calls(conn, redis_client, queue):
 
 
 #: Scripts that only read: a refused call is told by its answer alone.
-READ_ONLY = {"queues/horizon", "repeat/due", "admin/rows", "admin/gauges"}
+READ_ONLY = {"queues/horizon", "repeat/due", "admin/rows", "admin/gauges", "admin/search"}
 
 
 def _wrong_keys(key: str, alone: bool) -> list[str]:

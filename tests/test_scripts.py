@@ -28,7 +28,9 @@ KEY_LABELS = {"pending", "schedule", "active", "dead", "repeat", "claims", "wake
               "repeat_record", "paused", "synced", "limits",
               "workers", "worker", "queues", "bucket",
               # the lanes' keys (admin/gauges reads them)
-              "lanes", "lanes_total", "ring", "capped", "waiting"}
+              "lanes", "lanes_total", "ring", "capped", "waiting",
+              # the metronome's per-minute latency samples (queues/sample_latency)
+              "latency"}
 
 
 
@@ -347,6 +349,8 @@ def _base_cases(jobs: Jobs, queue: str):
                                60_000, 60_000]),
         "jobs/enqueue_many": (keys_for("jobs/enqueue_many", ks),
                               lambda base: [base, WAKE_CAP, 1, 0, _items(batch)]),
+        "queues/sample_latency": (keys_for("queues/sample_latency", ks),
+                                  lambda base: [base, 100, 8, 60, 60_000]),
     }, [scheduled, held, waiting, acking, retrying, finishing, spare, batch]
 
 
@@ -360,12 +364,12 @@ def test_the_scripts_taking_a_base_are_the_ones_tested_here():
     assert [n for n in SCRIPTS
             if "base" in scripts.source(n).argv and not n.startswith("admin/")] == [
         "jobs/ack", "jobs/claim", "jobs/dead", "jobs/enqueue_many", "jobs/finish", "jobs/retry",
-        "queues/promote", "queues/reap"]
+        "queues/promote", "queues/reap", "queues/sample_latency"]
 
 
 @pytest.mark.parametrize("name", ["jobs/ack", "jobs/claim", "jobs/dead", "jobs/finish",
                                   "queues/promote", "queues/reap", "jobs/retry",
-                                  "jobs/enqueue_many"])
+                                  "jobs/enqueue_many", "queues/sample_latency"])
 def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
     conn, redis_client, queue, name
 ):
@@ -391,7 +395,7 @@ def test_a_base_that_is_not_the_queue_root_is_refused_and_nothing_is_written(
 #: ARGV labels that carry a number; each script refuses garbage in them.
 NUMERIC_ARGV = {"keep_ms", "stats_ttl_ms", "delay_ms", "dead_ttl_ms", "dead_max", "lease_ms",
                 "wake_cap", "batch", "max_stalls", "percent", "value", "ttl_ms", "cutoff_ms",
-                "priority", "count", "wake", "first"}
+                "priority", "count", "wake", "first", "keep_minutes"}
 
 
 def _writing_calls(conn, redis_client, queue):
@@ -452,6 +456,7 @@ def _writing_calls(conn, redis_client, queue):
                              [dying.job_id, WAKE_CAP]),
         "admin/retry_all_dead": ([ks.dead, ks.pending, ks.wake], [base, 10, "", WAKE_CAP]),
         "admin/purge_dead": ([ks.dead], [base, 10, ""]),
+        "queues/sample_latency": ([ks.lanes, ks.ring, ks.latency], [base, 100, 8, 60, 60_000]),
     }, expiring
 
 
@@ -467,7 +472,8 @@ def test_every_numeric_argument_is_covered_here():
                "jobs/retry", "jobs/snooze", "jobs/dead", "jobs/extend", "jobs/finish",
                "jobs/progress", "jobs/release", "jobs/cancel",
                "queues/promote", "queues/reap", "queues/resume", "admin/run_now",
-               "admin/retry_dead", "admin/retry_all_dead", "admin/purge_dead"}
+               "admin/retry_dead", "admin/retry_all_dead", "admin/purge_dead",
+               "queues/sample_latency"}
     # The registry's and presence's are covered below, limits/take in tests/test_limits.py.
     takes_numbers = {n for n in SCRIPTS if not n.startswith(("repeat/", "presence/", "limits/"))
                      and NUMERIC_ARGV & set(scripts.source(n).argv)}
@@ -487,7 +493,7 @@ NUMERIC_TAIL = {"jobs/extend": {2: "lease_ms"}, "jobs/finish": {13: "delay_ms"},
     "jobs/snooze", "jobs/dead", "jobs/extend", "jobs/finish", "jobs/progress", "jobs/release",
     "jobs/cancel", "queues/promote",
     "queues/reap", "queues/resume", "admin/run_now", "admin/retry_dead",
-    "admin/retry_all_dead", "admin/purge_dead"]))
+    "admin/retry_all_dead", "admin/purge_dead", "queues/sample_latency"]))
 def test_garbage_in_a_numeric_argument_is_refused_before_any_write(
         conn, redis_client, queue, name):
     calls, _ = _writing_calls(conn, redis_client, queue)

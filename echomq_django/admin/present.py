@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from . import reads
 
-__all__ = ["fmt_ms", "span", "rel", "arguments", "limits", "lane_label", "activity_chart",
+__all__ = ["fmt_ms", "span", "rel", "arguments", "limits", "lane_label",
            "schedule_histogram", "UTC"]
 
 UTC = dt.timezone.utc
@@ -133,22 +133,6 @@ def _bars(values: list[int], width: float, height: float) -> tuple[list[dict], i
         bars.append({"x": round(i * step, 2), "y": round(height - h, 2), "w": round(step * 0.8, 2),
                      "h": round(h, 2), "value": value})
     return bars, peak
-
-
-def activity_chart(q: reads.QueueSummary, now_ms: int) -> dict:
-    """The last hour's done (up) and failed (down) per minute as SVG bar data."""
-    half = 22
-    first_minute = now_ms // 60_000 - len(q.done) + 1
-    done, peak_done = _bars(q.done, 240, half)
-    failed, peak_failed = _bars(q.failed, 240, half)
-    minutes = []
-    for i, (d, f) in enumerate(zip(done, failed)):
-        label = _local((first_minute + i) * 60_000).strftime("%H:%M %Z")
-        minutes.append({"x": d["x"], "w": d["w"], "done_y": d["y"], "done_h": d["h"],
-                        "failed_y": half + 2, "failed_h": f["h"],
-                        "title": f"{label}: {d['value']} done, {f['value']} failed"})
-    return {"minutes": minutes, "total_done": sum(q.done), "total_failed": sum(q.failed),
-            "peak_done": peak_done, "peak_failed": peak_failed, "mid": half + 1}
 
 
 def schedule_histogram(q: reads.QueueSummary) -> dict:

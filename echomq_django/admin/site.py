@@ -74,9 +74,9 @@ class QueueAdmin(admin.ModelAdmin):
         return views.lanes_view(request, self, queue)
 
     def job_view(self, request, queue, job_id):
-        from . import views
+        from . import job_page
 
-        return views.job(request, self, queue, job_id)
+        return job_page.job(request, self, queue, job_id)
 
     def action_view(self, request, queue, name):
         from . import dispatch

@@ -16,7 +16,6 @@ every couple of seconds.
 
 from __future__ import annotations
 
-import json
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
@@ -31,8 +30,11 @@ from ..conf import get_config
 from ..connection import get_connection
 from . import reads
 from .history import history_url
-from .present import (UTC, activity_chart, arguments, fmt_ms, lane_label, limits, rel,
-                      schedule_histogram, span)
+from .reads.search import (SEARCH_WINDOW, SEARCHABLE, Filters, SearchPage, check_filters,
+                           search_page)
+from .charts import latency_chart, throughput_chart
+from .present import (UTC, arguments, fmt_ms, lane_label, limits, rel, schedule_histogram,
+                      span)
 
 #: How often the pages refresh themselves (ms); the template hands it to live.js.
 REFRESH_MS = 2000
@@ -138,9 +140,11 @@ def overview(request, model_admin):
             return HttpResponseRedirect(request.path)
         return HttpResponseRedirect(set_url(wanted, "pending"))
     data = reads.overview(get_connection(), get_config().queues)
+    first_minute = data.now_ms // 60_000 - reads.HISTORY_MINUTES + 1
     queues = [{
         "q": q,
-        "chart": activity_chart(q, data.now_ms),
+        "throughput": throughput_chart(q.done, q.failed, q.died, first_minute),
+        "latency": latency_chart(q.latency_ms, first_minute),
         "histogram": schedule_histogram(q),
         "paused_for": rel(q.paused_at_ms, data.now_ms) if q.paused else "",
         "limits": limits(q.limits),
@@ -196,14 +200,31 @@ def set_view(request, model_admin, queue: str, set_name: str):
             return HttpResponseRedirect(job_url(queue, wanted))
         messages.error(request, f"No job {wanted} in queue {queue} (never existed, or expired).")
         return HttpResponseRedirect(request.path)
-    lane = request.GET.get("lane", "").strip() if set_name == "pending" else ""
+    wanted_set = request.GET.get("state", "").strip()
+    if wanted_set and wanted_set != set_name and wanted_set in SEARCHABLE:
+        # The filter bar's "state": the same search on another set.
+        query = request.GET.copy()
+        for name in ("state", "from", "page"):
+            query.pop(name, None)
+        encoded = query.urlencode()
+        return HttpResponseRedirect(set_url(queue, wanted_set) + (f"?{encoded}" if encoded else ""))
     try:
-        lane = rules.check_group(lane or None)
+        filters = check_filters(request.GET.get("function", ""), request.GET.get("lane", ""),
+                                request.GET.get("text", ""))
     except ValueError:
-        raise Http404(f"no lane {lane!r}") from None
+        raise Http404("no such lane, or a filter over 200 characters") from None
+    lane = filters.lane if set_name == "pending" else None
     page = _int_param(request, "page", 1, 10**9)
     per_page = _int_param(request, "per_page", reads.PAGE_SIZE, reads.MAX_PAGE_SIZE)
-    data = reads.set_page(conn, queue, set_name, page, per_page, lane=lane)
+    searching = set_name in SEARCHABLE and (filters.function or filters.text
+                                            or (filters.lane and set_name != "pending"))
+    if searching:
+        start = _int_param(request, "from", 1, 10**12) - 1
+        data = search_page(conn, queue, set_name, Filters(
+            filters.function, None if set_name == "pending" else filters.lane, filters.text),
+            start, per_page, lane=lane)
+    else:
+        data = reads.set_page(conn, queue, set_name, page, per_page, lane=lane)
     now = data.now_ms
     rows = []
     for r in data.rows:
@@ -246,11 +267,61 @@ def set_view(request, model_admin, queue: str, set_name: str):
                        **_queue_head(queue, data.head, set_name),
                        "queue": queue, "set_name": set_name, "data": data, "rows": rows,
                        "pager": _pager(request.path, {"lane": lane} if lane else {}, page, data),
+                       **_search_context(request, queue, set_name, filters, data),
                        "lane": lane, "lane_label": lane_label(lane), "lane_choices": choices,
                        "more_lanes": data.head.counts["lanes"] - len(choices),
                        "ungrouped_listed": any(c["name"] == "" for c in choices),
                        "lanes_url": lanes_url(queue),
                    })
+
+
+#: How each searchable set is ordered, for "searched the first 1,000 of ...".
+ORDER = {"pending": "in claim order", "schedule": "soonest run-at first",
+         "active": "earliest lease deadline first", "dead": "newest first"}
+
+
+def _search_context(request, queue: str, set_name: str, filters: Filters, data) -> dict:
+    """The filter bar's values, what a search searched, the links to search
+    on and to search the archive for the same."""
+    if set_name not in SEARCHABLE:
+        return {"searchable": False}
+    context = {"searchable": True, "filters": filters, "search": None,
+               "search_window": f"{SEARCH_WINDOW:,}",
+               "states": [(s, s == set_name) for s in SEARCHABLE]}
+    if isinstance(data, SearchPage):
+        query = request.GET.copy()
+        query.pop("fragment", None)
+        query["from"] = str((data.next_start or 0) + 1)
+        where = f"lane {lane_label(data.lane)}" if set_name == "pending" else set_name
+        if not data.examined:
+            searched = f"Searched nothing: {where} has {data.total:,} jobs, none from job {data.start + 1:,} on"
+        elif data.start == 0:
+            first = "newest" if set_name == "dead" else "first"
+            searched = (f"Searched the {first} {data.examined:,} of {data.total:,} jobs in {where} "
+                        f"({ORDER[set_name]})")
+        else:
+            searched = (f"Searched jobs {data.start + 1:,}–{data.start + data.examined:,} of "
+                        f"{data.total:,} in {where} ({ORDER[set_name]})")
+        context["search"] = {
+            "page": data, "searched": searched, "matches": len(data.rows),
+            "what": data.filters.describe(),
+            "next": f"{request.path}?{query.urlencode()}" if data.next_start is not None else "",
+            "window": SEARCH_WINDOW, "clear": request.path + (
+                f"?{urlencode({'lane': filters.lane})}" if set_name == "pending"
+                and filters.lane else ""),
+        }
+    history = history_url(request)
+    if history and filters.active:
+        query = {"queue__exact": queue}
+        if filters.lane:
+            query["lane__exact"] = filters.lane
+        if set_name == "dead":
+            query["state__exact"] = "dead"
+        words = " ".join(w for w in (filters.function, filters.text) if w)
+        if words:
+            query["q"] = words
+        context["archive_search"] = f"{history}?{urlencode(query)}"
+    return context
 
 
 def lanes_view(request, model_admin, queue: str):
@@ -275,58 +346,4 @@ def lanes_view(request, model_admin, queue: str):
                        **_queue_head(queue, data.head, "lanes"),
                        "queue": queue, "data": data, "rows": rows,
                        "pager": _pager(request.path, {}, page, data),
-                   })
-
-
-def job(request, model_admin, queue: str, job_id: str):
-    """Every field of one job's row, its payload pretty-printed and its timeline.
-    404 for an id that breaks the job-id rule: no job can have it."""
-    require_view(request, model_admin)
-    queue = queue_or_404(queue)
-    try:
-        rules.check_job_id(job_id)
-    except ValueError:
-        raise Http404(f"no job {job_id!r}: not a job id ({rules.JOB_ID_RULE})") from None
-    detail = reads.job_detail(get_connection(), queue, job_id)
-    if detail is None:
-        raise Http404(f"no job {job_id} in queue {queue} (never existed, or expired)")
-    row, now = detail.row, detail.now_ms
-    try:
-        payload = json.dumps(json.loads(row.payload), indent=2, sort_keys=True,
-                             ensure_ascii=False)
-    except ValueError:
-        payload = row.payload
-    try:
-        result = json.dumps(json.loads(row.result), indent=2, ensure_ascii=False) if row.result else ""
-    except ValueError:
-        result = row.result
-    # In time order: a retried job failed before its last claim started. Equal
-    # times keep the order of a job's life (sorted is stable).
-    events = sorted(((label, ms) for label, ms in (
-        ("enqueued", row.enqueued_at_ms),
-        ("due (run-at)", row.run_at_ms),
-        ("started (last claim)", row.started_at_ms),
-        ("last failure", row.failed_at_ms),
-        ("lease deadline", row.lease_until_ms),
-        ("finished", row.finished_at_ms),
-    ) if ms is not None), key=lambda event: event[1])
-    timeline = [(label, fmt_ms(ms), rel(ms, now)) for label, ms in events]
-    skip = {"payload", "result", "last_error"}
-    fields = sorted((k, v) for k, v in {
-        **{f: getattr(row, f) for f in row.__dataclass_fields__
-           if f not in ("queue", "job_id", "extra")},
-        **row.extra}.items() if v is not None and k not in skip)
-    return _render(request, model_admin, "admin/echomq_django/job.html",
-                   "admin/echomq_django/_job.html", f"Job {job_id}", {
-                       "queue": queue, "job_id": job_id, "row": row, "detail": detail,
-                       "payload": payload, "result": result, "timeline": timeline,
-                       "fields": fields,
-                       "sets": [(s, lane_url(queue, row.group) if s == "pending"
-                                 else set_url(queue, s),
-                                 fmt_ms(score) if s != "pending" else "")
-                                for s, score in detail.sets.items()],
-                       "lane": lane_label(row.group),
-                       "lane_url": lane_url(queue, row.group),
-                       "ttl": span(detail.ttl_ms) if detail.ttl_ms is not None else "",
-                       "now": fmt_ms(now),
                    })

@@ -22,7 +22,7 @@ from ..rules import check_int, check_job_id
 from . import scripts
 from .defaults import (DEFAULT_DEAD_MAX, DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS,
                        DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_STALLS)
-from .keyspace import STATS_TTL_MS, WAKE_CAP, Keyspace
+from .keyspace import LATENCY_MINUTES, LATENCY_TTL_MS, STATS_TTL_MS, WAKE_CAP, Keyspace
 from .leases import Leases
 from .queues import Queues
 from .records import CheckedPayload, JobRow, Outcome
@@ -279,6 +279,25 @@ class Jobs(Leases):
             [max_sleep_ms, 1 if nudge else 0])
         return Horizon(int(now), _ms(next_ms), synced == 1, _ms(plan_ms),
                        tuple(_ms(head) for head in heads), int(now_us))
+
+    def sample_latency(self, queue: str, max_lanes: int = 100,
+                       max_levels: int = 8) -> int | None:
+        """Record this minute's queue latency in ``emq:{q}:latency`` (the
+        metronome calls it once a minute; protocol.md, "sample_latency"): the
+        gauges' definition (observability.md, "Queue metrics"), read from the
+        fronts of at most ``max_lanes`` lanes and ``max_levels`` priority
+        levels each. Keeps the last LATENCY_MINUTES samples. Returns the
+        latency recorded (ms; 0 with nothing pending), or None when this
+        minute was sampled already (nothing written). Raises ValueError for
+        a bad queue name or bound."""
+        ks = Keyspace(queue)
+        check_int("max_lanes", max_lanes, 1, 10_000)
+        check_int("max_levels", max_levels, 1, 201)
+        _, latency = scripts.run(self.conn, "queues/sample_latency",
+                                 [ks.lanes, ks.ring, ks.latency],
+                                 [ks.base, max_lanes, max_levels, LATENCY_MINUTES,
+                                  LATENCY_TTL_MS])
+        return None if int(latency) == -1 else int(latency)
 
     # -- control -----------------------------------------------------------
 

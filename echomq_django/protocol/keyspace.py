@@ -90,9 +90,10 @@ class Keyspace:
         return f"{self.base}stop:{worker_id}"
 
     def stats(self, kind: str, minute: int) -> str:
-        """STRING counter of ``kind`` ("done" or "failed") in one minute
-        (``minute`` = server ms // 60000); scripts INCR it and it expires on
-        its own after STATS_TTL_MS."""
+        """STRING counter of ``kind`` in one minute (``minute`` = server ms
+        // 60000): ``done`` (acks), ``failed`` (every failed attempt, the
+        last one of a dead job included) or ``dead`` (jobs that ended dead);
+        scripts INCR it and it expires on its own after STATS_TTL_MS."""
         return f"{self.base}stats:{kind}:{minute}"
 
     def job(self, job_id: str) -> str:
@@ -107,6 +108,11 @@ class Keyspace:
         """ZSET, score -priority: a lane's jobs waiting, served highest priority
         first, then in mint order (the ungrouped lane is :attr:`pending`)."""
         return self.pending if not group else f"{self.base}g:{group}:pending"
+
+    latency = _Key("latency", """
+        ZSET, score minute (server ms // 60000), member ``<minute>:<latency_ms>``: the queue
+        latency the metronome samples once a minute (``queues/sample_latency``), the last
+        LATENCY_MINUTES minutes.""")
 
     # The lanes' bookkeeping (lua/includes/lanes.lua derives the same names).
     lanes = _Key("lanes", """
@@ -140,6 +146,10 @@ class Keyspace:
 
 #: How long a per-minute counter lives (ms): the admin charts the last hour.
 STATS_TTL_MS = 2 * 3_600_000
+#: How many per-minute latency samples a queue keeps (``emq:{q}:latency``), and how
+#: long the key lives after the last one (ms): the admin charts the last hour.
+LATENCY_MINUTES = 60
+LATENCY_TTL_MS = 2 * 3_600_000
 #: Most wake markers kept on ``emq:{q}:wake``.
 WAKE_CAP = 100
 #: The consumer group that reads every queue's ``emq:{q}:archive`` stream.

@@ -19,6 +19,9 @@ costs one horizon per :data:`MAX_SLEEP_S` and the listener's blocked wait.
 Any number of metronomes may run on any number of hosts: every beat is an
 atomic script, so they never double anything.
 
+Once a server minute the ticker also records the queue latency
+(``queues/sample_latency``, into ``emq:{q}:latency``) for the admin's chart.
+
 Given a ``resync`` callable (runechomq passes its boot-time sync of the
 declared schedules), the metronome also watches each queue's sync marker
 ``emq:{q}:synced``, read by the same ``horizon`` call: when it is gone, the
@@ -89,6 +92,8 @@ class Plan(NamedTuple):
     steps: frozenset[str]
     #: Something was due at the horizon's reading of the server clock.
     due: bool = False
+    #: The horizon's reading of the server clock (ms).
+    now_ms: int = 0
 
 
 class Metronome:
@@ -197,7 +202,7 @@ class Metronome:
         answered = time.monotonic()
         if not horizon.synced and self.resync is not None:
             self._resync(queue)
-            return Plan(0.0, frozenset(STEPS))
+            return Plan(0.0, frozenset(STEPS), now_ms=horizon.now_ms)
         plan_ms = horizon.plan_ms
         steps = frozenset(step for step, head in zip(STEPS, horizon.heads)
                           if head is not None and head <= plan_ms)
@@ -207,7 +212,7 @@ class Metronome:
         # planned millisecond, not up to 2 ms past it.
         lead_s = min((answered - sent) / 2, MAX_LEAD_S)
         delay_s = (plan_ms * 1000 - horizon.now_us) / 1e6 - lead_s
-        return Plan(max(0.0, delay_s), steps, plan_ms <= horizon.now_ms)
+        return Plan(max(0.0, delay_s), steps, plan_ms <= horizon.now_ms, horizon.now_ms)
 
     def _resync(self, queue: str) -> None:
         # One sync serves every queue: the tickers of the others wait for it
@@ -224,6 +229,7 @@ class Metronome:
         backoff = Backoff()
         steps = frozenset(STEPS)  # The first beat runs every step: whatever came due meanwhile.
         nudged_at = time.monotonic()
+        sampled_minute = None
         while not self.stop_event.is_set():
             waker.clear()
             try:
@@ -237,6 +243,11 @@ class Metronome:
                 plan = self.plan(queue, nudge=nudge)
                 if nudge:
                     nudged_at = time.monotonic()
+                # Once a server minute: the horizon is read at least every
+                # MAX_SLEEP_S (under a minute), so no minute is skipped.
+                if plan.now_ms // 60_000 != sampled_minute:
+                    self.jobs.sample_latency(queue)
+                    sampled_minute = plan.now_ms // 60_000
                 self.outage.ok()
                 backoff.reset()
             except Exception as err:  # noqa: BLE001 - a lost connection must not stop the beat

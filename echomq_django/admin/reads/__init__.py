@@ -25,7 +25,7 @@ queue name that is not a str); ``redis.RedisError`` for server failures.
 Signals emitted: none.
 """
 
-from .base import (BUCKET_MS, CUT_BYTES, LANE_CHOICES, LANE_PAGE_SIZE, MAX_LANE_PAGE_SIZE,
+from .base import (BUCKET_MS, CUT_BYTES, HISTORY_MINUTES, LANE_CHOICES, LANE_PAGE_SIZE, MAX_LANE_PAGE_SIZE,
                    MAX_PAGE_SIZE, MAX_QUEUES, MAX_WORKERS, PAGE_SIZE, SETS, TABS, QueueHead)
 from .job import JobDetail, job_detail, job_exists
 from .lanes import LanesPage, LaneSummary, lanes_page
@@ -36,6 +36,6 @@ __all__ = [
     "SETS", "TABS", "overview", "set_page", "lanes_page", "job_detail", "job_exists",
     "Overview", "QueueSummary", "WorkerInfo", "QueueHead", "SetPage", "JobSummary",
     "RepeatSummary", "LanesPage", "LaneSummary", "JobDetail",
-    "BUCKET_MS", "CUT_BYTES", "LANE_CHOICES", "LANE_PAGE_SIZE", "MAX_LANE_PAGE_SIZE",
+    "BUCKET_MS", "CUT_BYTES", "HISTORY_MINUTES", "LANE_CHOICES", "LANE_PAGE_SIZE", "MAX_LANE_PAGE_SIZE",
     "MAX_PAGE_SIZE", "MAX_QUEUES", "MAX_WORKERS", "PAGE_SIZE",
 ]

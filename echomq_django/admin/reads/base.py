@@ -45,7 +45,8 @@ LANE_CHOICES = 10
 # then the job's path and the last line of last_error).
 ROW_FIELDS = ("state", "attempts", "stalls", "enqueued_at_ms", "run_at_ms", "started_at_ms",
                "finished_at_ms", "failed_at_ms", "lease_until_ms", "consumer", "reason",
-               "last_error", "cancel_requested", "repeat", "group", "priority", "payload")
+               "last_error", "cancel_requested", "repeat", "group", "priority", "progress",
+               "progress_message", "payload")
 
 
 def to_int(value: Any) -> int | None:

@@ -31,8 +31,12 @@ class QueueSummary:
     """One queue on the overview. ``pending``: jobs waiting in every lane
     (``emq:{q}:lanes_total``); ``lanes``: lanes with work; ``limits``: as
     :meth:`Queues.limits <echomq_django.protocol.queues.Queues.limits>`
-    returns them; ``done``/``failed``: jobs per minute, oldest first, the
-    last entry being the current minute; ``upcoming``: scheduled jobs per
+    returns them; ``done``/``failed``/``died``: per minute over the last
+    HISTORY_MINUTES, oldest first, the last entry being the current minute:
+    jobs done, failed attempts (every retry, and each dead job's last
+    attempt) and jobs that ended dead; ``latency_ms``: the queue latency the
+    metronome sampled in each of those minutes (ms; None: no sample, no
+    metronome ran then); ``upcoming``: scheduled jobs per
     BUCKET_MS bucket over the next hour; ``overdue``: scheduled jobs already
     due (the metronome has not promoted them yet)."""
 
@@ -47,6 +51,8 @@ class QueueSummary:
     paused_at_ms: int | None
     done: list[int]
     failed: list[int]
+    died: list[int]
+    latency_ms: list[int | None]
     overdue: int
     upcoming: list[int]
     configured: bool
@@ -86,8 +92,9 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
     live processes announce; and the live processes.
 
     Two round trips: TIME with the two announcement sets (newest
-    MAX_QUEUES / MAX_WORKERS members), then one pipeline of 23 commands per
-    queue (:func:`queue_counts`' 6, the limits, the paused mark, two MGETs and 13
+    MAX_QUEUES / MAX_WORKERS members), then one pipeline of 25 commands per
+    queue (:func:`queue_counts`' 6, the limits, the paused mark, three MGETs
+    of the per-minute counters, the latency samples' ZRANGE by score and 13
     ZCOUNTs) plus one HGETALL per live process.
     """
     pipe = conn.pipeline(transaction=False)
@@ -114,6 +121,8 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
         pipe.get(ks.paused)
         pipe.mget([ks.stats("done", m) for m in minutes])
         pipe.mget([ks.stats("failed", m) for m in minutes])
+        pipe.mget([ks.stats("dead", m) for m in minutes])
+        pipe.zrange(ks.latency, minutes[0], minutes[-1], byscore=True)
         pipe.zcount(ks.schedule, "-inf", now)
         for b in range(BUCKETS):
             pipe.zcount(ks.schedule, f"({now + b * BUCKET_MS}", now + (b + 1) * BUCKET_MS)
@@ -122,17 +131,18 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
     replies = pipe.execute()
 
     n_counts = len(TABS)
-    per_queue = n_counts + 5 + BUCKETS
+    per_queue = n_counts + 7 + BUCKETS
     queues = []
     for i, name in enumerate(names):
         r = replies[i * per_queue:(i + 1) * per_queue]
         counts = read_counts(r[:n_counts])
-        limits, paused, done, failed, overdue = r[n_counts:n_counts + 5]
+        limits, paused, done, failed, died, samples, overdue = r[n_counts:n_counts + 7]
         queues.append(QueueSummary(
             name, counts["pending"], counts["schedule"], counts["active"], counts["dead"],
             counts["repeat"], counts["lanes"], read_limits(limits), paused_at_ms=to_int(paused),
             done=[to_int(v) or 0 for v in done], failed=[to_int(v) or 0 for v in failed],
-            overdue=int(overdue), upcoming=[int(c) for c in r[n_counts + 5:]],
+            died=[to_int(v) or 0 for v in died], latency_ms=_samples(samples, minutes),
+            overdue=int(overdue), upcoming=[int(c) for c in r[n_counts + 7:]],
             configured=name in configured, served=name in served))
     workers = []
     for worker_id, raw in zip(worker_ids, replies[len(names) * per_queue:]):
@@ -145,3 +155,12 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
             to_int(row.get("concurrency")), to_int(row.get("busy")),
             to_int(row.get("started_at_ms")), to_int(row.get("heartbeat_ms"))))
     return Overview(now, queues, workers, truncated)
+
+
+def _samples(members: list, minutes: range) -> list[int | None]:
+    """The latency samples (``<minute>:<latency_ms>`` members) by minute."""
+    by_minute = {}
+    for member in members:
+        minute, _, latency = scripts.decode(member).partition(":")
+        by_minute[int(minute)] = int(latency)
+    return [by_minute.get(m) for m in minutes]

@@ -36,7 +36,9 @@ class JobSummary:
     ``error`` is the last line of the whole ``last_error`` that is not blank
     (a traceback's ``ExceptionClass: message``), cut to CUT_BYTES.
     ``group`` is the job's lane (None: the ungrouped lane) and ``priority``
-    its priority in it (-100..100, higher first)."""
+    its priority in it (-100..100, higher first). ``progress`` is a running
+    job's last report (0-100, None: none) with its ``progress_message``
+    (cut)."""
 
     job_id: str
     score_ms: int
@@ -60,6 +62,8 @@ class JobSummary:
     error: str | None = None
     group: str | None = None
     priority: int = 0
+    progress: int | None = None
+    progress_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,8 @@ def _job_rows(conn, ks: Keyspace, members: list[tuple[str, int]]) -> list[JobSum
             consumer=v["consumer"], reason=v["reason"], last_error=v["last_error"],
             cancel_requested=v["cancel_requested"] == "1", repeat=v["repeat"],
             payload=v["payload"], error=values[len(ROW_FIELDS) + 1],
-            group=v["group"] or None, priority=to_int(v["priority"]) or 0))
+            group=v["group"] or None, priority=to_int(v["priority"]) or 0,
+            progress=to_int(v["progress"]), progress_message=v["progress_message"] or None))
     return rows
 
 

@@ -60,7 +60,16 @@
         return response.text();
       }).then(function (html) {
         if (!paused) {
+          // Unfolded tracebacks stay unfolded across the swap.
+          var open = Array.prototype.map.call(
+            root.querySelectorAll("details[id][open]"), function (el) { return el.id; });
           root.innerHTML = html;
+          open.forEach(function (id) {
+            var el = document.getElementById(id);
+            if (el) {
+              el.open = true;
+            }
+          });
           last = Date.now();
           failed = false;
           root.dispatchEvent(new CustomEvent("emq:refreshed", { bubbles: true }));

@@ -1,13 +1,7 @@
 -- admin/gauges: one queue's gauges for the metrics view and echomq_stats, in
 -- one bounded read; writes nothing (docs/observability.md, "Queue metrics").
--- The latency is read from the fronts of the lanes: for each lane read (all
--- of them up to max_lanes; beyond, the ring's first half of max_lanes and the
--- busiest ones), the first job of each of its priority levels (at most
--- max_levels levels per lane, highest priority first): the jobs the next
--- claims of that lane serve. Each front's row says since when it is ready,
--- the latest of enqueued_at_ms, run_at_ms (a scheduled, retried or snoozed
--- job fell due) and started_at_ms (a job handed back by a shutdown or the
--- reaper). At most max_lanes * max_levels fronts, each two O(log n) reads.
+-- The latency is includes/latency.lua's (oldest_ready): the fronts of at most
+-- max_lanes lanes, max_levels priority levels each.
 -- KEYS[1] pending      emq:{q}:pending (the ungrouped lane; its root names every lane)
 -- KEYS[2] schedule     emq:{q}:schedule
 -- KEYS[3] active       emq:{q}:active
@@ -30,7 +24,7 @@
 -- @include args
 -- @include now
 -- @include base
--- @include lanes
+-- @include latency
 local bad_key = check_keys({{KEYS[1], 'pending'}, {KEYS[2], 'schedule'}, {KEYS[3], 'active'},
   {KEYS[4], 'dead'}, {KEYS[5], 'repeat'}, {KEYS[6], 'lanes'}, {KEYS[7], 'lanes_total'},
   {KEYS[8], 'ring'}, {KEYS[9], 'capped'}, {KEYS[10], 'waiting'}}, ARGV[1])
@@ -40,38 +34,8 @@ if bad_arg then return bad_arg end
 local base, max_lanes, max_levels = ARGV[1], n[1], n[2]
 local now = now_ms()
 
-local lane_count = redis.call('ZCARD', KEYS[6])
-local names, seen = {}, {}
-local function add(list)
-  for _, lane in ipairs(list) do
-    if #names < max_lanes and not seen[lane] then
-      seen[lane] = true
-      names[#names + 1] = lane
-    end
-  end
-end
-if lane_count <= max_lanes then
-  add(redis.call('ZRANGE', KEYS[6], 0, -1))
-else
-  add(redis.call('ZRANGE', KEYS[8], 0, math.ceil(max_lanes / 2) - 1))
-  add(redis.call('ZREVRANGE', KEYS[6], 0, max_lanes - 1))
-end
-
-local oldest, fronts = false, 0
-for _, lane in ipairs(names) do
-  local key = lane_pending(base, lane)
-  local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  local levels = 0
-  while head[1] and levels < max_levels do
-    levels = levels + 1
-    fronts = fronts + 1
-    local row = redis.call('HMGET', base .. 'job:' .. head[1], 'enqueued_at_ms', 'run_at_ms',
-      'started_at_ms')
-    local ready = math.max(tonumber(row[1]) or 0, tonumber(row[2]) or 0, tonumber(row[3]) or 0)
-    if ready > 0 and (not oldest or ready < oldest) then oldest = ready end
-    head = redis.call('ZRANGEBYSCORE', key, '(' .. head[2], '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  end
-end
+local oldest, fronts, lanes_read, lane_count = oldest_ready(base, KEYS[6], KEYS[8],
+  max_lanes, max_levels)
 
 local first_due = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local next_due = false
@@ -80,4 +44,4 @@ local pending = math.max(0, tonumber(redis.call('GET', KEYS[7]) or '0') or 0)
 return {now, pending, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]),
   redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), lane_count,
   redis.call('ZCARD', KEYS[8]), redis.call('SCARD', KEYS[9]), redis.call('ZCARD', KEYS[10]),
-  next_due, oldest, fronts, #names}
+  next_due, oldest, fronts, lanes_read}

@@ -34,7 +34,8 @@ end
 -- bury(base, dead, id, now, reason, err, keep, fields): the job, whose lease the
 -- caller has ended, becomes a dead letter: state dead, reason, last_error,
 -- finished_at_ms; its row expires after keep.ttl_ms; it joins the dead set at
--- now; 'failed' is counted (kept keep.stats_ttl_ms); then the set is trimmed
+-- now; 'failed' (the attempt) and 'dead' (the job) are counted (kept
+-- keep.stats_ttl_ms); then the set is trimmed
 -- to keep.ttl_ms and keep.max (`fields`, or nil: more field/value pairs for
 -- the row's HSET); the archive hears of it. The one way every script ends a
 -- job dead.
@@ -45,6 +46,7 @@ local function bury(base, dead, id, now, reason, err, keep, fields)
   redis.call('PEXPIRE', row, keep.ttl_ms)
   redis.call('ZADD', dead, now, id)
   count(base, 'failed', now, keep.stats_ttl_ms)
+  count(base, 'dead', now, keep.stats_ttl_ms)
   archive_end(row, 'dead', now)
   trim_dead(base, dead, now, keep.ttl_ms, keep.max)
 end

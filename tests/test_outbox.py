@@ -231,3 +231,23 @@ def test_reconcile_keeps_running_jobs_forgets_ended_ones_and_readmits_lost_ones(
     assert left == {waiting.job_id, lost.job_id}      # the admin's delete took its entry
     assert jobs.get(queue, lost.job_id).state == "pending"
     assert jobs.get(queue, deleted.job_id) is None    # not brought back
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outbox_enqueue_never_waits_on_a_server_that_does_not_answer(redis_client, queue):
+    """CLIENT PAUSE: the server takes connections and answers nothing. The
+    outbox enqueue mints its id without a round trip, and the send after the
+    commit gives up after a quarter second, then leaves the rows to the relay
+    for a second."""
+    import time
+
+    fn = testjobs.tally.using(queue=queue, outbox=True)
+    fn.using(outbox=False).enqueue("warm")           # this process measured the clock once
+    redis_client.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+    started = time.monotonic()
+    handles = [fn.enqueue("k") for _ in range(5)]
+    took = time.monotonic() - started
+    assert took < 1.0, took                          # not 5 x a socket timeout
+    assert {str(h.outcome) for h in handles} == {"deferred"}
+    assert OutboxEntry.objects.filter(queue=queue).count() == 5
+    time.sleep(1.6)                                  # let the pause end before the next test

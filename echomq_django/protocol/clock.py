@@ -85,6 +85,16 @@ class ServerClock:
         offset = self.measure(conn)
         return (time.time_ns() + offset) // 1_000_000
 
+    def known_ms(self) -> int | None:
+        """The server's now in Unix ms from the last measurement, however old,
+        without a round trip; None when there is none (or the wall clock
+        stepped since)."""
+        kept = self._kept
+        wall, mono = time.time_ns(), time.monotonic_ns()
+        if kept is None or abs(wall - mono - kept[2]) >= STEP_NS:
+            return None
+        return (wall + kept[0]) // 1_000_000
+
     def measure(self, conn) -> int:
         """Measure the offset now (``samples`` round trips on ``conn``), keep
         it and return it in ns (server minus local wall clock)."""
@@ -131,6 +141,17 @@ def mint_now_ms(conn) -> int:
     except TypeError:  # a client that takes no weak reference: measure each time
         clock = ServerClock(samples=1)
     return clock.now_ms(conn)
+
+
+def known_now_ms(conn) -> int | None:
+    """:func:`mint_now_ms` without ever touching the server: the estimate
+    from the last measurement for ``conn``, however old, or None when this
+    process never measured it (an outbox enqueue then uses the host clock)."""
+    try:
+        clock = _clocks.get(conn)
+    except TypeError:
+        return None
+    return None if clock is None else clock.known_ms()
 
 
 def _reset_after_fork() -> None:

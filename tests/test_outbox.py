@@ -251,3 +251,30 @@ def test_an_outbox_enqueue_never_waits_on_a_server_that_does_not_answer(redis_cl
     assert {str(h.outcome) for h in handles} == {"deferred"}
     assert OutboxEntry.objects.filter(queue=queue).count() == 5
     time.sleep(1.6)                                  # let the pause end before the next test
+
+
+def test_the_archive_writes_a_nul_on_any_database(shared_db):
+    """A NUL in a job's arguments (PostgreSQL's text holds none): the record
+    is written with U+FFFD in its place, and a record the database refuses
+    anyway is set aside while the rest of its batch is written."""
+    db, _ = shared_db
+    code = (
+        "from echomq_django.runtime.archive_records import bulk_insert\n"
+        "from echomq_django.models import JobRecord\n"
+        "import datetime as dt\n"
+        "t = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)\n"
+        "base = dict(queue='q', lane='', function='f', kwargs={}, state='done', reason='',\n"
+        "            attempts=1, errors=[], result=None, enqueued_at=t, started_at=t,\n"
+        "            finished_at=t, worker='w')\n"
+        "bulk_insert([dict(base, job_id='JOB1', args=['a\\x00b']),\n"
+        "             dict(base, job_id='JOB2', args=['plain'], reason='r\\x00'),\n"
+        "             dict(base, job_id='J' * 300, args=[])])\n"
+        "print(sorted((r.job_id, r.args[0], r.reason) for r in JobRecord.objects.all()\n"
+        "             if len(r.job_id) < 10), JobRecord.objects.count())\n")
+    out = manage(db, None, "shell", "-c", code).strip().splitlines()[-1]
+    if db.startswith("postgres://"):
+        # The 300-character id is refused there (its column holds 200) and
+        # set aside; the rest of its batch is written.
+        assert out == "[('JOB1', 'a\ufffdb', ''), ('JOB2', 'plain', 'r\ufffd')] 2"
+    else:
+        assert out == "[('JOB1', 'a\\x00b', ''), ('JOB2', 'plain', 'r\\x00')] 3"

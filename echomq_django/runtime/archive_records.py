@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import time
 from typing import Any
 
-from django.db import connections, router
+from django.db import DataError, connections, router
 
 from ..api import payload as envelope
 from ..models import JobRecord
 from ..protocol.records import JobRow
+
+log = logging.getLogger("echomq.archive")
 
 __all__ = ["record_of", "bulk_insert", "prune", "FINAL_STATES", "message_of"]
 
@@ -114,12 +117,20 @@ def bulk_insert(records: list[dict]) -> None:
     conn = connections[alias]
     now = dt.datetime.now(dt.timezone.utc)
     if conn.vendor in ("postgresql", "sqlite"):
+        postgres = conn.vendor == "postgresql"
+
         def value(record, column):
             v = now if column == "archived_at" else record[column]
             if column in _JSON:
-                return None if v is None and column == "result" else json.dumps(v)
+                if v is None and column == "result":
+                    return None
+                text = json.dumps(v)
+                # PostgreSQL's text and jsonb hold no NUL: U+FFFD stands in.
+                return text.replace("\\u0000", "\\ufffd") if postgres else text
             if column in _TIMES:
                 return conn.ops.adapt_datetimefield_value(v)
+            if postgres and isinstance(v, str):
+                return v.replace("\x00", "\ufffd")
             return v
 
         rows = []
@@ -127,8 +138,13 @@ def bulk_insert(records: list[dict]) -> None:
             if n % 16 == 15:
                 time.sleep(0)   # yield the GIL to the consumers' threads (archiver.YIELD_EVERY)
             rows.append([value(record, c) for c in _COLUMNS])
-        with transaction.atomic(using=alias), conn.cursor() as cursor:
-            cursor.executemany(_upsert_sql(conn), rows)
+        try:
+            with transaction.atomic(using=alias), conn.cursor() as cursor:
+                cursor.executemany(_upsert_sql(conn), rows)
+        except DataError:
+            # A record the database refuses must not hold the queue's archive
+            # back: the others are written one by one and it is set aside.
+            _insert_one_by_one(conn, alias, rows)
         return
     objs = [JobRecord(**r) for r in latest.values()]
     if conn.features.supports_update_conflicts_with_target:
@@ -136,6 +152,22 @@ def bulk_insert(records: list[dict]) -> None:
                                       unique_fields=["queue", "job_id"], update_fields=_UPDATED)
     else:
         JobRecord.objects.bulk_create(objs, batch_size=500, ignore_conflicts=True)
+
+
+def _insert_one_by_one(conn: Any, alias: str, rows: list[list]) -> None:
+    """Each row in a savepoint of its own; one the database refuses
+    (DataError) is logged and skipped."""
+    from django.db import transaction
+
+    sql = _upsert_sql(conn)
+    with transaction.atomic(using=alias):
+        for row in rows:
+            try:
+                with transaction.atomic(using=alias), conn.cursor() as cursor:
+                    cursor.execute(sql, row)
+            except DataError as err:
+                log.error("archive: the database refused the record of job %s on queue %s "
+                          "(%s); it is not archived", row[0], row[1], err)
 
 
 def _delete_ids(ids: list[Any]) -> int:

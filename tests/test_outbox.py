@@ -278,3 +278,11 @@ def test_the_archive_writes_a_nul_on_any_database(shared_db):
         assert out == "[('JOB1', 'a\ufffdb', ''), ('JOB2', 'plain', 'r\ufffd')] 2"
     else:
         assert out == "[('JOB1', 'a\\x00b', ''), ('JOB2', 'plain', 'r\\x00')] 3"
+
+
+def test_using_names_a_database_or_is_refused():
+    with pytest.raises(ValueError, match="DATABASES"):
+        testjobs.tally.using(using="nope")
+    with pytest.raises(TypeError, match="using"):
+        testjobs.tally.using(using="")
+    assert testjobs.tally.using(using="default").route.using == "default"

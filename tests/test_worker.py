@@ -233,3 +233,14 @@ def test_concurrency_past_its_bound_exits_with_usage_not_a_traceback(worker_proc
     assert "usage:" in out
     assert "error: argument --concurrency: must be an int in 1..10000, got '20000'" in out
     assert "Traceback" not in out
+
+
+def test_a_failures_text_is_capped_to_its_end():
+    from echomq_django.runtime.outcome import MAX_ERROR_CHARS, _capped
+
+    huge = "Traceback ...\n" + "x" * (3 * MAX_ERROR_CHARS) + "\nValueError: the end\n"
+    kept = _capped(huge)
+    assert len(kept) < MAX_ERROR_CHARS + 100
+    assert kept.startswith("[") and "characters cut" in kept.splitlines()[0]
+    assert kept.endswith("ValueError: the end\n")
+    assert _capped("short") == "short"

@@ -47,12 +47,22 @@ class JobRecordAdmin(admin.ModelAdmin):
 
     list_display = ("job_id", "queue", "state", "function", "lane", "attempts", "finished_at",
                     "worker")
-    list_filter = ("queue", "state", "function", "lane", ("finished_at",
-                                                          admin.DateFieldListFilter))
+    # No sidebar list of lanes: a project with a lane per chat has thousands
+    # (each a link, and a DISTINCT over the whole table). A lane is searched
+    # by its exact name (below) or linked to as ?lane__exact= from the live
+    # pages (lookup_allowed).
+    list_filter = ("queue", "state", "function", ("finished_at", admin.DateFieldListFilter))
     date_hierarchy = "finished_at"
     # A job id is matched exactly (ids are unique), a function by part, and
     # the arguments by any text in their JSON.
-    search_fields = ("=job_id", "function", "args", "kwargs")
+    search_fields = ("=job_id", "=lane", "function", "args", "kwargs")
+
+    def lookup_allowed(self, lookup, value, request=None):
+        """``lane`` and ``lane__exact`` as query parameters, beside Django's
+        list_filter lookups."""
+        if lookup in ("lane", "lane__exact"):
+            return True
+        return super().lookup_allowed(lookup, value, request)
     search_help_text = "Search by job id (exact), function, or any text of the arguments."
     list_per_page = 50
     show_full_result_count = False   # no COUNT(*) of a big archive per page

@@ -54,6 +54,18 @@ def _positional_range(signature: inspect.Signature | None,
     return sum(p.default is p.empty for p in params), len(params)
 
 
+def _database(name: str, alias: object) -> str:
+    """``alias`` if it names a database in settings.DATABASES; else
+    TypeError (not a str) or ValueError naming the aliases there."""
+    from django.db import connections
+
+    rules.check_str(name, alias)
+    if alias not in connections.settings:
+        raise ValueError(f"{name} must name a database of settings.DATABASES "
+                         f"({', '.join(sorted(connections.settings))}), got {alias!r}")
+    return alias
+
+
 class JobFunction:
     """A registered job. Call it to run inline; ``enqueue*`` to run it on a worker."""
 
@@ -182,7 +194,7 @@ class JobFunction:
                 on_commit=self.route.on_commit if on_commit is None
                 else rules.check_bool("on_commit", on_commit),
                 outbox=self.route.outbox if outbox is None else rules.check_bool("outbox", outbox),
-                using=self.route.using if using is None else rules.check_text("using", using))
+                using=self.route.using if using is None else _database("using", using))
         return clone
 
     # -- enqueueing ---------------------------------------------------------------

@@ -203,7 +203,7 @@ class Runner:
         ``job_finished`` signal and the process's metrics
         (:mod:`~echomq_django.runtime.observe`)."""
         duration_s = time.monotonic() - started
-        reason, error = rules.storable_text(reason), rules.storable_text(error)
+        reason, error = rules.storable_text(reason), rules.storable_text(_capped(error))
         finish = self._finish_for(claim, outcome, reason, error, delay_ms, result, error_class)
         try:
             state = outcome if finish is None else self.finisher.record(
@@ -300,6 +300,20 @@ def _detail(outcome: str, reason: str, error: str, delay_ms: int, failure) -> st
     return ""
 
 
+#: Most characters of a failure's text kept (the row, the log line, the
+#: archive): a handler's 20 MB exception message must not make a 20 MB row.
+MAX_ERROR_CHARS = 64_000
+
+
+def _capped(error: str) -> str:
+    """``error`` kept to its last :data:`MAX_ERROR_CHARS` characters (the end
+    of a traceback says what failed), with a note of what was cut."""
+    if len(error) <= MAX_ERROR_CHARS:
+        return error
+    return (f"[{len(error) - MAX_ERROR_CHARS} characters cut]\n"
+            + error[-MAX_ERROR_CHARS:])
+
+
 def _exception_text(err: BaseException) -> str:
     """``"pkg.ExcName: message\n"``: the last line a traceback of ``err``
     would end in, for a failure recorded without one."""
@@ -308,4 +322,5 @@ def _exception_text(err: BaseException) -> str:
 
 def _last_line(error: str) -> str:
     lines = [line for line in error.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    line = lines[-1] if lines else ""
+    return line if len(line) <= 1000 else line[:1000] + "..."

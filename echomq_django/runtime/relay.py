@@ -68,6 +68,7 @@ class Relay:
         self.jobs = Jobs(conn)
         self.outage = outage or Outage()
         self._aliases = aliases
+        self._unread = False   # a database could not be read when the list was made
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="echomq-relay", daemon=True)
 
@@ -85,18 +86,20 @@ class Relay:
         """The databases whose outbox this relay empties: those given, else
         every configured database that has the table (looked up again while
         there is none)."""
-        if not self._aliases:
+        if not self._aliases or self._unread:
             from ..models import OutboxEntry
 
             table = OutboxEntry._meta.db_table
-            found = []
+            found, unread = [], False
             for alias in connections:
                 try:
                     if table in connections[alias].introspection.table_names():
                         found.append(alias)
                 except Exception as err:  # noqa: BLE001 - a database that cannot be reached
-                    log.warning("outbox: database %r cannot be read (%s); skipped", alias, err)
-            self._aliases = found
+                    unread = True
+                    log.warning("outbox: database %r cannot be read (%s); looking again in "
+                                "%.1f s", alias, err, IDLE_S * 4)
+            self._aliases, self._unread = found, unread
         return self._aliases
 
     def relay_once(self) -> int:
@@ -192,7 +195,10 @@ class Relay:
                     log.exception("outbox: a relay round failed; trying again")
                     moved = 0
                 if moved < BATCH:
-                    self._stop.wait(IDLE_S if self._aliases else NO_TABLE_S)
+                    # No table anywhere: look for one once a minute; a database
+                    # that could not be read: soon.
+                    idle = IDLE_S * 4 if self._unread else IDLE_S
+                    self._stop.wait(idle if self._aliases or self._unread else NO_TABLE_S)
         finally:
             for alias in self._aliases or []:
                 connections[alias].close()

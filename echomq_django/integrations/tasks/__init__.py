@@ -5,6 +5,7 @@ Imported as :mod:`echomq_django.tasks` (``TASKS = {"default": {"BACKEND":
 or, on Django 5.2, the ``django-tasks`` backport. See docs/tasks.md.
 
 - :mod:`.compat`: the one place that picks ``django.tasks`` or ``django_tasks``;
+- :mod:`.options`: the options an ``EchoMQTask`` adds, read off any Task;
 - :mod:`.task`: ``EchoMQTask`` (Django's Task with EchoMQ's options) and ``task``;
 - :mod:`.backend`: ``EchoMQBackend`` (enqueue, get_result, checks);
 - :mod:`.results`: a job row as a ``TaskResult``, result ids;

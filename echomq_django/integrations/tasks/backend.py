@@ -35,7 +35,9 @@ from ...protocol.jobs import Jobs
 from ...protocol.keyspace import Keyspace
 from ...protocol.records import Outcome
 from . import compat, results
-from .task import EchoMQTask, options
+from .options import options
+from .task import EchoMQTask
+from .worker import check_call, check_module, check_options, find_task
 
 __all__ = ["EchoMQBackend"]
 
@@ -142,8 +144,6 @@ class EchoMQBackend(compat.BaseTaskBackend):
             elif run_after is not None:
                 rules.to_run_at_ms("run_after", run_after if timezone.is_aware(run_after)
                                    else timezone.make_aware(run_after))
-            from .worker import check_module, check_options
-
             check_module(task)
             if isinstance(task, EchoMQTask):
                 check_options(task)
@@ -164,8 +164,6 @@ class EchoMQBackend(compat.BaseTaskBackend):
             raise PayloadError("the arguments contain themselves or nest too deep for JSON "
                                f"(at most {rules.MAX_JSON_DEPTH} levels)") from None
         opts = options(task)
-        from .worker import check_call
-
         check_call(task, args, kwargs)
         extra: dict[str, Any] = {"task": self.alias}   # the backend it was enqueued through
         if opts["metadata"]:
@@ -206,6 +204,38 @@ class EchoMQBackend(compat.BaseTaskBackend):
         row says now, from any process. Raises TaskResultDoesNotExist for an
         id that is malformed, unknown, expired (``RESULT_TTL_MS`` after the
         end) or not a task's."""
-        return results.read_result(result_id)
+        return read_result(result_id)
 
 
+def read_result(value: Any) -> Any:
+    """The result of id ``value`` now; TaskResultDoesNotExist when there is none."""
+    queue, job_id = results.parse_id(value)
+    row = Jobs(get_connection()).get(queue, job_id)
+    if row is None:
+        raise compat.TaskResultDoesNotExist(f"no task result {value!r} (never enqueued, or "
+                                            "expired after RESULT_TTL_MS)")
+    try:
+        path, _, _, extra = payload.decode(row.payload)
+    except ValueError:
+        extra, path = {}, ""
+    if "task" not in extra:
+        raise compat.TaskResultDoesNotExist(f"{value!r} is a job, not a task's result")
+    task = find_task(path)
+    if task is None:
+        raise compat.TaskResultDoesNotExist(
+            f"{value!r} ran {path!r}, which is not a Task this process can import")
+    # The backend it was enqueued through (an occurrence of a recurring task
+    # names none: the task's own).
+    through = extra["task"] if isinstance(extra["task"], str) else task.backend
+    return results.from_row(row, through, _as_enqueued(task, queue, row.priority))
+
+
+def _as_enqueued(task: Any, queue: str, priority: int) -> Any:
+    """The Task as it was enqueued (queue, priority), or its definition when
+    the backend would refuse that now (a queue no longer in QUEUES)."""
+    if task.queue_name == queue and task.priority == priority:
+        return task
+    try:
+        return task.using(queue_name=queue, priority=priority)
+    except compat.InvalidTask:
+        return task

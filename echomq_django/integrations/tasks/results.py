@@ -20,13 +20,11 @@ from django.utils import timezone
 
 from ... import rules
 from ...api import payload as payload_mod
-from ...connection import get_connection
 from ...exceptions import EchoMQError
-from ...protocol.jobs import Jobs
 from ...protocol.records import JobRow
 from . import compat
 
-__all__ = ["EchoMQTaskResult", "EchoMQTaskContext", "new_result", "read_result", "result_id",
+__all__ = ["EchoMQTaskResult", "EchoMQTaskContext", "new_result", "parse_id", "result_id",
            "from_row"]
 
 _STATUS = {"pending": "READY", "scheduled": "READY", "active": "RUNNING", "done": "SUCCESSFUL",
@@ -149,39 +147,3 @@ def from_row(row: JobRow, alias: str, task: Any) -> EchoMQTaskResult:
     if row.state == "done":
         object.__setattr__(result, "_return_value", row.result_value)
     return result
-
-
-def read_result(value: Any) -> EchoMQTaskResult:
-    """The result of id ``value`` now; TaskResultDoesNotExist when there is none."""
-    from .worker import find_task
-
-    queue, job_id = parse_id(value)
-    row = Jobs(get_connection()).get(queue, job_id)
-    if row is None:
-        raise compat.TaskResultDoesNotExist(f"no task result {value!r} (never enqueued, or "
-                                            "expired after RESULT_TTL_MS)")
-    try:
-        path, _, _, extra = payload_mod.decode(row.payload)
-    except ValueError:
-        extra, path = {}, ""
-    if "task" not in extra:
-        raise compat.TaskResultDoesNotExist(f"{value!r} is a job, not a task's result")
-    task = find_task(path)
-    if task is None:
-        raise compat.TaskResultDoesNotExist(
-            f"{value!r} ran {path!r}, which is not a Task this process can import")
-    # The backend it was enqueued through (an occurrence of a recurring task
-    # names none: the task's own).
-    through = extra["task"] if isinstance(extra["task"], str) else task.backend
-    return from_row(row, through, _as_enqueued(task, queue, row.priority))
-
-
-def _as_enqueued(task: Any, queue: str, priority: int) -> Any:
-    """The Task as it was enqueued (queue, priority), or its definition when
-    the backend would refuse that now (a queue no longer in QUEUES)."""
-    if task.queue_name == queue and task.priority == priority:
-        return task
-    try:
-        return task.using(queue_name=queue, priority=priority)
-    except compat.InvalidTask:
-        return task

@@ -35,13 +35,9 @@ from typing import Any, Callable
 
 from ... import rules
 from . import compat
+from .options import TASK_OPTIONS, options  # noqa: F401  (re-exported)
 
-__all__ = ["EchoMQTask", "task", "TASK_OPTIONS"]
-
-#: The options an EchoMQTask adds to Django's Task, each with its default.
-TASK_OPTIONS = {"max_attempts": None, "backoff": None, "timeout": None, "lease_ms": None,
-                "group": None, "metadata": None, "every": None, "cron": None, "tz": None,
-                "missed": "coalesce"}
+__all__ = ["EchoMQTask", "task"]
 
 _UNSET: Any = object()
 
@@ -87,11 +83,6 @@ class EchoMQTask(compat.Task):
         if isinstance(self.timeout, dt.timedelta):
             return rules.to_ms("timeout", self.timeout, low=1)
         return rules.optional_count("timeout", self.timeout) * 1000
-
-
-def options(task: Any) -> dict:
-    """The EchoMQ options of any Task (a plain Django Task has the defaults)."""
-    return {name: getattr(task, name, default) for name, default in TASK_OPTIONS.items()}
 
 
 def task(function: Callable | None = None, *, priority: int = 0,

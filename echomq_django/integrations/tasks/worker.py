@@ -35,7 +35,7 @@ from ...conf import get_config
 from ...connection.resilience import persist
 from ...exceptions import class_path
 from . import compat, results
-from .task import options
+from .options import options
 
 __all__ = ["TaskJob", "register", "find_task", "check_options", "check_call"]
 

@@ -111,12 +111,6 @@ def gauges(conn, configured, *, only: list[str] | None = None, workers: bool = F
         for worker_id in worker_ids:
             pipe.hgetall(keyspace.worker(worker_id))
         for worker_id, raw in zip(worker_ids, pipe.execute()):
-            if not raw:  # expired between the two round trips
-                continue
-            row = scripts.decode_hash(raw)
-            infos.append(WorkerInfo(
-                worker_id, row.get("host", "?"), row.get("pid", "?"),
-                [q for q in row.get("queues", "").split(",") if q],
-                to_int(row.get("concurrency")), to_int(row.get("busy")),
-                to_int(row.get("started_at_ms")), to_int(row.get("heartbeat_ms"))))
+            if raw:  # else it expired between the two round trips
+                infos.append(WorkerInfo.from_hash(worker_id, raw))
     return Gauges(now, queues, len(worker_ids), infos)

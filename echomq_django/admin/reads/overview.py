@@ -77,6 +77,16 @@ class WorkerInfo:
     heartbeat_ms: int | None
 
 
+    @classmethod
+    def from_hash(cls, worker_id: str, raw: dict) -> "WorkerInfo":
+        """The announcement hash ``raw`` (HGETALL, bytes or str) of ``worker_id``."""
+        row = scripts.decode_hash(raw)
+        return cls(worker_id, row.get("host", "?"), row.get("pid", "?"),
+                   [q for q in row.get("queues", "").split(",") if q],
+                   to_int(row.get("concurrency")), to_int(row.get("busy")),
+                   to_int(row.get("started_at_ms")), to_int(row.get("heartbeat_ms")))
+
+
 @dataclass(frozen=True)
 class Overview:
     now_ms: int
@@ -146,14 +156,8 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
             configured=name in configured, served=name in served))
     workers = []
     for worker_id, raw in zip(worker_ids, replies[len(names) * per_queue:]):
-        if not raw:  # expired between the two round trips
-            continue
-        row = scripts.decode_hash(raw)
-        workers.append(WorkerInfo(
-            worker_id, row.get("host", "?"), row.get("pid", "?"),
-            [q for q in row.get("queues", "").split(",") if q],
-            to_int(row.get("concurrency")), to_int(row.get("busy")),
-            to_int(row.get("started_at_ms")), to_int(row.get("heartbeat_ms"))))
+        if raw:  # else it expired between the two round trips
+            workers.append(WorkerInfo.from_hash(worker_id, raw))
     return Overview(now, queues, workers, truncated)
 
 

@@ -317,3 +317,15 @@ def test_metadata_is_saved_behind_the_fence(jobs, queue, redis_client):
     with pytest.raises(TypeError, match="metadata"):
         jobs.save_metadata(queue, job_id, claim.token, {"x": float("nan")})
     assert redis_client.hgetall(Keyspace(queue).job(job_id)) == before
+
+
+def test_a_retried_or_snoozed_attempt_takes_its_progress_with_it(jobs, queue):
+    for op in ("retry", "snooze"):
+        (job_id,) = enqueue(jobs, queue, 1)
+        claim = jobs.claim(queue, "w", 60_000)
+        jobs.progress(queue, job_id, claim.token, 80, "uploading part 4/5")
+        jobs.finish_many(queue, [Finish(op, job_id, claim.token, delay_ms=0, error="e")])
+        row = jobs.get(queue, job_id)
+        assert (row.progress, row.progress_message, row.progress_at_ms) == (None, None, None), op
+        jobs.promote(queue)
+        jobs.claim(queue, "w", 60_000)       # the next attempt

@@ -225,3 +225,24 @@ def test_runechomq_serves_its_outcome_counters(redis_client, queue, worker_procs
     assert samples[("echomq_job_duration_seconds_count", path, None, None)] == 5
     assert samples[("echomq_job_duration_seconds_bucket", path, None, "+Inf")] == 5
     assert stop(proc)[0] == 0
+
+
+def test_a_taken_metrics_port_or_a_bad_address_is_a_usage_error(queue):
+    """Checked before anything starts: one error naming the option, exit 2,
+    not a consumer that fails and is restarted for ever."""
+    import socket
+
+    from tests.procs import runechomq, stop
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        for args, words in [(["--metrics-port", str(taken), "--metrics-addr", "127.0.0.1"],
+                             "--metrics-port"),
+                            (["--metrics-port", str(taken - 1), "--metrics-addr", "127.0.0.1",
+                              "--processes", "2"], "--metrics-port"),
+                            (["--metrics-port", "18099", "--metrics-addr", "no such host."],
+                             "--metrics-addr")]:
+            code, out = stop(runechomq(queue, *args), sig=0, timeout=30)
+            assert code == 2 and words in out, out

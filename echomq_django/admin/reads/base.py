@@ -50,9 +50,14 @@ ROW_FIELDS = ("state", "attempts", "stalls", "enqueued_at_ms", "run_at_ms", "sta
 
 
 def to_int(value: Any) -> int | None:
+    """An int of a stored number, None when absent or not a finite number
+    (a field written by hand must not take a page down)."""
     if value in (None, b"", ""):
         return None
-    return int(float(scripts.decode(value)))
+    try:
+        return int(float(scripts.decode(value)))
+    except (ValueError, OverflowError):
+        return None
 
 
 def queue_counts(pipe, ks: Keyspace) -> None:

@@ -15,7 +15,7 @@ import logging
 
 import redis
 from django.http import HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from ...conf import get_config
@@ -31,8 +31,9 @@ def _allowed(request) -> bool | None:
     """True: let in; False: refused (403); None: no credentials (401)."""
     token = get_config().metrics_token
     header = request.headers.get("Authorization", "")
-    if header.startswith("Bearer "):
-        given = header[len("Bearer "):].strip().encode()
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() == "bearer":   # the scheme is case-insensitive (RFC 7235)
+        given = credentials.strip().encode()
         return bool(token) and hmac.compare_digest(given, token.encode())
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
@@ -40,7 +41,7 @@ def _allowed(request) -> bool | None:
     return user.has_perm("echomq_django.view_queue")
 
 
-@require_GET
+@require_safe
 def metrics(request) -> HttpResponse:
     """Every queue's gauges (docs/observability.md, "Queue metrics")."""
     allowed = _allowed(request)

@@ -10,6 +10,7 @@ live processes.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import redis
 from django.core.management.base import BaseCommand, CommandError
@@ -71,8 +72,9 @@ class Command(BaseCommand):
         except (TypeError, ValueError) as err:
             raise CommandError(str(err)) from None
         watch = options["watch"]
-        if watch is not None and watch < 0.5:
-            raise CommandError("--watch must be at least 0.5 seconds")
+        if watch is not None and not (0.5 <= watch <= 86_400):
+            raise CommandError("--watch must be a number of seconds in 0.5..86400, got "
+                               f"{watch!r}")
         conn, configured = get_connection(), get_config().queues
         # A terminal's own width; piped or captured output is not cut short.
         tty = Console().is_terminal
@@ -87,10 +89,17 @@ class Command(BaseCommand):
         if watch is None:
             console.print(read())
             return
+        def read_or_say() -> Any:
+            # Watching rides out an outage: it says so and keeps trying.
+            try:
+                return read()
+            except CommandError as err:
+                return f"{err} (at {time.strftime('%H:%M:%S')}; trying again)"
+
         try:
-            with Live(read(), console=console, auto_refresh=False) as live:
+            with Live(read_or_say(), console=console, auto_refresh=False) as live:
                 while True:
                     time.sleep(watch)
-                    live.update(read(), refresh=True)
+                    live.update(read_or_say(), refresh=True)
         except KeyboardInterrupt:
             pass

@@ -87,6 +87,8 @@ class Command(BaseCommand):
         if port is not None and port + options["processes"] - 1 > 65535:
             raise CommandError(f"--metrics-port {port} with --processes {options['processes']} "
                                "runs past port 65535")
+        if port is not None:
+            _check_ports(options["metrics_addr"], port, options["processes"])
         supervisor = Supervisor(Options(
             queues=queues, concurrency=options["concurrency"], processes=options["processes"],
             burst=options["burst"], metronome=not options["without_metronome"],
@@ -100,3 +102,28 @@ class Command(BaseCommand):
         if code:
             raise CommandError("a consumer thread died of an error of ours (see the log); "
                                "exiting so the process can be restarted", returncode=code)
+
+
+def _check_ports(addr: str, first: int, count: int) -> None:
+    """Bind every metrics port once before anything starts, so a taken port or
+    a bad address is one usage error naming the option, not a consumer that
+    fails and is restarted for ever."""
+    import socket
+
+    for port in range(first, first + count):
+        try:
+            infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as err:
+            raise CommandError(f"--metrics-addr {addr!r} is not an address here ({err})",
+                               returncode=2) from None
+        family, kind, proto, _, sockaddr = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as err:
+                raise CommandError(
+                    f"--metrics-port: port {port} on {addr} cannot be used ({err.strerror}); "
+                    f"with --processes {count}, ports {first}-{first + count - 1} must all be "
+                    "free (pick them below 32768, outside the range the system hands out to "
+                    "outgoing connections)", returncode=2) from None

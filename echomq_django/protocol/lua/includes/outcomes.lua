@@ -51,6 +51,13 @@ local function attempt_error(fields, attempts, error_text, error_class)
   return fields
 end
 
+-- forget_progress(row): an attempt that ends for another to come (retry,
+-- snooze) takes its progress report with it: the next attempt starts with
+-- none ("no progress reported").
+local function forget_progress(row)
+  redis.call('HDEL', row, 'progress', 'progress_message', 'progress_at_ms')
+end
+
 local function finish_ack(k, base, id, token, result, keep)
   local row, now, err, early = open_outcome(k, base, id, token, keep, 'ack')
   if err or early then return err, now, early end
@@ -70,6 +77,7 @@ local function finish_retry(k, base, id, token, delay_ms, error_text, error_clas
   fields[5], fields[6], fields[7], fields[8] = 'last_error', error_text, 'failed_at_ms', now
   park(row, k.schedule, k.beat, id, score, attempt_error(fields, attempts, error_text,
     error_class))
+  forget_progress(row)
   count(base, 'failed', now, keep.stats_ttl_ms)
   return nil, score, 'scheduled'
 end
@@ -81,6 +89,7 @@ local function finish_snooze(k, base, id, token, delay_ms, keep)
   redis.call('HINCRBY', row, 'attempts', -1)
   redis.call('HINCRBY', row, 'snoozes', 1)
   park(row, k.schedule, k.beat, id, score, settled_fields(token, 'snooze', 'scheduled'))
+  forget_progress(row)
   return nil, score, 'scheduled'
 end
 

@@ -59,7 +59,9 @@ def _idle(client, queues: list[str], pid: int) -> bool:
     blocked = int(client.info("clients")["blocked_clients"])
     announced = client.exists(keyspace.worker(f"{socket.gethostname()}:{pid}"))
     planned = all(client.exists(Keyspace(q).beat_at) for q in queues)
-    return blocked == len(queues) + 1 and announced and planned
+    # The first tick samples the latency right after it plans: wait for it.
+    sampled = all(client.exists(Keyspace(q).latency) for q in queues)
+    return blocked == len(queues) + 1 and announced and planned and sampled
 
 
 @pytest.mark.slow

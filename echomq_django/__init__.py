@@ -1,6 +1,9 @@
 """EchoMQ for Django: delayed, recurring and retried jobs on Redis/Valkey sorted sets.
 
 The public API; everything else is internal. See README.md and docs/protocol.md.
+Django's Tasks API backend is :mod:`echomq_django.tasks` (imported only where
+``settings.TASKS`` names it); the models (``OutboxEntry``, ``JobRecord``) are
+in :mod:`echomq_django.models`.
 The package, by concern: ``api/`` (what a developer declares and sends),
 ``protocol/`` (keys, Lua scripts, the ``Jobs`` surface), ``repeat/``
 (recurring schedules), ``runtime/`` (what runechomq runs), ``admin/``,
@@ -18,6 +21,7 @@ from .connection import get_connection
 from .exceptions import (
     EchoMQError,
     JobFailedError,
+    JobTimeoutError,
     KindError,
     PayloadError,
     PayloadTooLargeError,
@@ -28,21 +32,25 @@ from .limits import RateLimiter
 from .protocol.ids import BrandedId
 from .protocol.jobs import Jobs
 from .protocol.queues import Queues
-from .protocol.records import Claim, JobRow, Outcome
+from .protocol.records import AttemptError, Claim, Finish, JobRow, Outcome
 from .repeat.registry import Repeat
+from .signals import job_enqueued, job_finished, job_started, worker_started, worker_stopping
 
 __all__ = [
+    "AttemptError",
     "Backoff",
     "Board",
     "BrandedId",
     "Claim",
     "Discard",
     "EchoMQError",
+    "Finish",
     "JobContext",
     "JobFailedError",
     "JobFunction",
     "JobHandle",
     "JobRow",
+    "JobTimeoutError",
     "Jobs",
     "KindError",
     "Outcome",
@@ -56,4 +64,9 @@ __all__ = [
     "StaleTokenError",
     "get_connection",
     "job",
+    "job_enqueued",
+    "job_finished",
+    "job_started",
+    "worker_started",
+    "worker_stopping",
 ]

@@ -164,3 +164,30 @@ def check_page(page: object, per_page: object, most: int = MAX_PAGE_SIZE) -> tup
                 rules.check_int("per_page", per_page, 1, most))
     except TypeError as err:
         raise ValueError(str(err)) from None
+
+
+@dataclass(frozen=True)
+class Live:
+    """What one round trip says of the server now: its clock (ms), the queues
+    and the runechomq processes announced within LIVE_MS (newest MAX_QUEUES /
+    MAX_WORKERS read; ``full`` when a read hit its cap)."""
+
+    now_ms: int
+    queues: list[str]
+    workers: list[str]
+    full: bool
+
+
+def read_live(conn) -> Live:
+    """TIME and the two announcement sets in one pipelined round trip; the
+    queues sorted by name, the workers newest first. Raises redis errors."""
+    pipe = conn.pipeline(transaction=False)
+    pipe.time()
+    pipe.zrange(keyspace.QUEUES, 0, MAX_QUEUES - 1, desc=True, withscores=True)
+    pipe.zrange(keyspace.WORKERS, 0, MAX_WORKERS - 1, desc=True, withscores=True)
+    time_reply, queues_raw, workers_raw = pipe.execute()
+    now = time_reply_ms(time_reply)
+    live = now - LIVE_MS
+    return Live(now, sorted(scripts.decode(m) for m, score in queues_raw if score >= live),
+                [scripts.decode(m) for m, score in workers_raw if score >= live],
+                len(queues_raw) >= MAX_QUEUES or len(workers_raw) >= MAX_WORKERS)

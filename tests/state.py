@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.nodes import keys as every_key
+
 #: The read that returns a key's full content, by its TYPE.
 _READS = {
     "hash": lambda pipe, key: pipe.hgetall(key),
@@ -15,10 +17,11 @@ def snapshot(client, *patterns: str, with_ttl: bool = False) -> dict:
     content: whole hashes, sorted sets with scores, lists, strings; with
     ``with_ttl`` also whether the key expires. ``client`` must decode responses.
 
-    One KEYS per pattern, then two pipelined round trips (the types, then the
-    contents): the test servers hold tens of thousands of keys by the end of a
-    session, and a SCAN walks all of them in a round trip per thousand."""
-    keys = sorted({key for pattern in patterns for key in client.keys(pattern)})
+    One KEYS per pattern (on every primary of a cluster), then two pipelined
+    round trips (the types, then the contents): the test servers hold tens of
+    thousands of keys by the end of a session, and a SCAN walks all of them in
+    a round trip per thousand."""
+    keys = sorted({key for pattern in patterns for key in every_key(client, pattern)})
     if not keys:
         return {}
     pipe = client.pipeline(transaction=False)

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import os
 
-from echomq_django.connection.topology import is_cluster
+from echomq_django.connection.topology import by_slot, is_cluster
 from echomq_django.connection.urls import build_client
 
-__all__ = ["client_for", "primaries", "keys", "on_cluster", "command_calls"]
+__all__ = ["client_for", "primaries", "keys", "on_cluster", "command_calls", "crosses_slots",
+           "CROSS_SLOT"]
+
+#: What redis-py (RedisClusterException) or the server (CROSSSLOT) says when
+#: one command names keys of several slots.
+CROSS_SLOT = r"same key slot|CROSSSLOT"
 
 
 def client_for(url: str, **kwargs):
@@ -38,7 +43,8 @@ def primaries(client) -> list:
     one server."""
     if not is_cluster(client):
         return [client]
-    return [client.get_redis_connection(node) for node in client.get_primaries()]
+    return [client.get_redis_connection(node)
+            for node in sorted(client.get_primaries(), key=lambda node: (node.host, node.port))]
 
 
 def keys(client, pattern: str) -> list:
@@ -54,3 +60,9 @@ def command_calls(client, *names: str) -> int:
         stats = node.info("commandstats")
         total += sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in names)
     return total
+
+
+def crosses_slots(client, keys) -> bool:
+    """True when ``client`` is a cluster's and ``keys`` lie in more than one
+    slot: the cluster refuses such a command (CROSS_SLOT) before it runs."""
+    return is_cluster(client) and len(by_slot(list(keys))) > 1

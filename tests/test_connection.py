@@ -10,13 +10,19 @@ from django.core.cache import caches
 from django.test import override_settings
 
 from echomq_django.connection import get_connection, reset_connection
+from echomq_django.connection.topology import is_cluster
 from echomq_django.exceptions import ConfigurationError
+from tests.nodes import on_cluster, primaries
 
 
 def test_redis_url_reaches_the_test_server(conn, redis_client, valkey_url, queue):
     assert conn is get_connection()  # one client per process
-    kwargs = conn.connection_pool.connection_kwargs
-    assert f"{kwargs['host']}:{kwargs['port']}" in valkey_url
+    if is_cluster(conn):   # every primary the client knows is one the URL names
+        assert {f"{n.host}:{n.port}" for n in conn.get_primaries()} \
+            == set(valkey_url.split("://", 1)[1].split(","))
+    else:
+        kwargs = conn.connection_pool.connection_kwargs
+        assert f"{kwargs['host']}:{kwargs['port']}" in valkey_url
     conn.set(f"emq:{{{queue}}}:probe", "1", px=60000)
     assert redis_client.get(f"emq:{{{queue}}}:probe") == "1"
     # decode_responses is not forced: replies are bytes by default.
@@ -32,7 +38,7 @@ def test_connection_kwargs_are_passed_to_redis_py(valkey_url, redis_client):
         assert client.ping() is True
         assert client.client_getname() == name
         assert isinstance(client.echo("x"), str)
-        assert name in [c["name"] for c in redis_client.client_list()]
+        assert name in [c["name"] for node in primaries(redis_client) for c in node.client_list()]
 
 
 def test_unix_socket_url_with_db(start_valkey, tmp_path):
@@ -47,7 +53,11 @@ def test_unix_socket_url_with_db(start_valkey, tmp_path):
     direct.close()
 
 
-def test_cache_alias_shares_the_cache_pool(valkey_url, queue):
+def test_cache_alias_shares_the_cache_pool(valkey_url, start_valkey, queue):
+    # django-redis's LOCATION names one server: on a cluster session, a
+    # throwaway one.
+    if on_cluster(valkey_url):
+        valkey_url, _proc = start_valkey()
     cache_settings = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
         "echomq": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": valkey_url},
@@ -70,7 +80,12 @@ def test_settings_change_rebuilds_the_client(valkey_url, start_valkey):
         assert inside.ping()
     after = get_connection()
     assert after is not inside
-    assert after.connection_pool.connection_kwargs["port"] == before.connection_pool.connection_kwargs["port"]
+    assert _ports(after) == _ports(before)
+
+
+def _ports(client) -> list[int]:
+    """The port of every primary ``client`` reaches (one, off a cluster)."""
+    return [node.connection_pool.connection_kwargs["port"] for node in primaries(client)]
 
 
 def test_reset_connection_builds_a_new_client():
@@ -88,8 +103,9 @@ def test_invalid_settings_raise_configuration_error():
 
 
 def test_forked_child_builds_its_own_client(conn):
+    # On a cluster, the first primary's connections (client ids are per node).
     conn.ping()
-    parent_id = conn.client_id()
+    parent_id = primaries(conn)[0].client_id()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: report through the pipe, never return into pytest
@@ -98,9 +114,10 @@ def test_forked_child_builds_its_own_client(conn):
             os.close(read_fd)
             child = get_connection()
             assert child is not conn
-            assert child.connection_pool is not conn.connection_pool
+            assert {id(node.connection_pool) for node in primaries(child)}.isdisjoint(
+                id(node.connection_pool) for node in primaries(conn))
             assert child.ping()
-            child_id = child.client_id()
+            child_id = primaries(child)[0].client_id()
             os.write(write_fd, str(child_id).encode())
             code = 0 if child_id != parent_id else 2
         except BaseException as exc:  # noqa: BLE001 - any failure becomes the exit code

@@ -16,11 +16,11 @@ import signal
 import time
 
 import pytest
-import redis
 
 from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.protocol.records import decode_row
 from echomq_django.repeat import Repeat
+from tests.nodes import client_for
 
 CTX = multiprocessing.get_context("spawn")
 
@@ -29,7 +29,7 @@ CTX = multiprocessing.get_context("spawn")
 
 
 def _pump_loop(url: str, queue: str, stop, ready, seed: int) -> None:
-    client = redis.Redis.from_url(url, decode_responses=True)
+    client = client_for(url, decode_responses=True)
     rep = Repeat(client)
     rnd = random.Random(seed)
     rep.pump(queue)
@@ -40,7 +40,7 @@ def _pump_loop(url: str, queue: str, stop, ready, seed: int) -> None:
 
 
 def _register(url: str, queue: str, barrier, results) -> None:
-    client = redis.Redis.from_url(url, decode_responses=True)
+    client = client_for(url, decode_responses=True)
     rep = Repeat(client)
     barrier.wait()
     results.put(rep.register(queue, "same", every_ms=1000, tz="UTC",

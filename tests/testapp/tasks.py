@@ -8,9 +8,10 @@ import os
 import sys
 import time
 
-import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry as RedisRetry
+
+from echomq_django.connection.urls import build_client
 
 try:
     from django.tasks import task
@@ -22,7 +23,7 @@ except ImportError:  # Django 5.2: the backport
 
 def _client():
     # Repeats a command whose connection was dropped (a test kills them).
-    return redis.Redis.from_url(
+    return build_client(
         os.environ["ECHOMQ_TEST_SERVER_URL"], decode_responses=True,
         retry=RedisRetry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), 20))
 

@@ -40,7 +40,14 @@ def connection_kwargs(client: Any) -> dict:
     """The options a client's connections are made with (host, port,
     socket_timeout, ...), or {} when it has none we can read."""
     if is_cluster(client):
-        return dict(client.nodes_manager.connection_kwargs)
+        # The nodes' own clients hold the effective options (redis-py fills
+        # in defaults there, such as a 5 s socket timeout).
+        node = client.get_default_node()
+        kwargs = {}
+        if node is not None and node.redis_connection is not None:
+            kwargs.update(node.redis_connection.connection_pool.connection_kwargs)
+        kwargs.update(client.nodes_manager.connection_kwargs)
+        return kwargs
     try:
         return client.connection_pool.connection_kwargs
     except AttributeError:

@@ -245,7 +245,7 @@ class JobFunction:
         if kept is None or kept[0] is not conn or kept[1] != max_bytes:
             kept = _last_jobs = (conn, max_bytes, Jobs(conn, max_payload_bytes=max_bytes))
         outbox = admission.uses_outbox(self.queue, self.route)
-        return kept[2], BrandedId.generate("JOB", admission.mint_ms(conn, outbox))
+        return kept[2], BrandedId.generate("JOB", admission.mint_ms(conn, outbox, self.queue))
 
     def _admit(self, jobs: Jobs, job_id: str, text: str, single, **when: int) -> JobHandle:
         """Admit one job by this view's route (admission.admit)."""
@@ -343,7 +343,8 @@ class JobFunction:
         conn = get_connection()
         outbox = admission.uses_outbox(self.queue, self.route)
         for item in items:
-            item["job_id"] = BrandedId.generate("JOB", admission.mint_ms(conn, outbox))
+            item["job_id"] = BrandedId.generate(
+                "JOB", admission.mint_ms(conn, outbox, self.queue))
         jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes)
         outcomes = admission.admit(jobs, self.queue, items, self.route) if items else []
         return [JobHandle(self.queue, item["job_id"], outcome)

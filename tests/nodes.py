@@ -16,8 +16,8 @@ import os
 from echomq_django.connection.topology import by_slot, is_cluster
 from echomq_django.connection.urls import build_client
 
-__all__ = ["client_for", "primaries", "keys", "on_cluster", "command_calls", "crosses_slots",
-           "CROSS_SLOT"]
+__all__ = ["client_for", "job_client", "on_cluster", "primaries", "keys", "command_stats",
+           "reset_stats", "crosses_slots", "on_pipeline", "CROSS_SLOT"]
 
 #: What redis-py (RedisClusterException) or the server (CROSSSLOT) says when
 #: one command names keys of several slots.
@@ -28,6 +28,31 @@ def client_for(url: str, **kwargs):
     """The client for ``url`` with redis-py options ``kwargs``; the caller
     closes it (``topology.close_client``)."""
     return build_client(url, **kwargs)
+
+
+#: The test jobs' cluster clients, by (process, URL): building one reads the
+#: slot map, a round trip the timing tests would count in a handler's time.
+_JOB_CLIENTS: dict = {}
+
+
+def job_client():
+    """The client the test jobs and tasks (tests/testapp) record through, on
+    the server ECHOMQ_TEST_SERVER_URL names, decoding replies. It repeats a
+    command whose connection was dropped (the fault tests kill connections).
+    A new one-server client each call (connecting lazily); a cluster's is kept
+    per process."""
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.retry import Retry
+
+    url = os.environ["ECHOMQ_TEST_SERVER_URL"]
+    kept = (os.getpid(), url) if on_cluster(url) else None
+    if kept in _JOB_CLIENTS:
+        return _JOB_CLIENTS[kept]
+    client = build_client(url, decode_responses=True,
+                          retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), 20))
+    if kept is not None:
+        _JOB_CLIENTS[kept] = client
+    return client
 
 
 def on_cluster(url: str | None = None) -> bool:
@@ -52,17 +77,35 @@ def keys(client, pattern: str) -> list:
     return [key for node in primaries(client) for key in node.keys(pattern)]
 
 
-def command_calls(client, *names: str) -> int:
-    """The calls INFO commandstats counts for the commands ``names`` (lower
-    case, e.g. "evalsha"), summed over every primary."""
-    total = 0
+def command_stats(client) -> dict[str, int]:
+    """INFO commandstats as ``{command: calls}`` ("evalsha", "hmget", ...),
+    summed over every primary. Each primary counts the INFO that reads it."""
+    calls: dict[str, int] = {}
     for node in primaries(client):
-        stats = node.info("commandstats")
-        total += sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in names)
-    return total
+        for name, stat in node.info("commandstats").items():
+            name = name.removeprefix("cmdstat_")
+            calls[name] = calls.get(name, 0) + stat["calls"]
+    return calls
+
+
+def reset_stats(client) -> None:
+    """CONFIG RESETSTAT on every primary."""
+    for node in primaries(client):
+        node.config_resetstat()
 
 
 def crosses_slots(client, keys) -> bool:
     """True when ``client`` is a cluster's and ``keys`` lie in more than one
     slot: the cluster refuses such a command (CROSS_SLOT) before it runs."""
     return is_cluster(client) and len(by_slot(list(keys))) > 1
+
+
+def on_pipeline(pipe, script):
+    """A function ``(keys, args)`` that queues redis-py Script ``script`` on
+    ``pipe``. A cluster's pipeline refuses the evalsha method and loads no
+    script before it runs, so there the script is loaded on every primary
+    first and EVALSHA sent as a plain command (routed by its keys)."""
+    if not is_cluster(pipe):
+        return lambda keys, args: script(keys=keys, args=args, client=pipe)
+    script.registered_client.script_load(script.script)
+    return lambda keys, args: pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)

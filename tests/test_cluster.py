@@ -63,10 +63,14 @@ def test_100_queues_spread_over_every_primary_and_one_runechomq_runs_each_job_on
     handles = {q: [testjobs.tally.using(queue=q).enqueue(key) for _ in range(3)]
                for q in queues}
     # Where the queues' keys are: each queue's pending set on exactly one
-    # primary, the one the cluster's slot map names; every primary holds some.
+    # primary (KEYS on each), the one the cluster's slot map names; every
+    # primary holds some.
     owners = _owners(redis_client, queues)
-    held = {q: [f"{n.get_connection_kwargs()['host']}:{n.get_connection_kwargs()['port']}"
-                for n in nodes if n.zcard(Keyspace(q).pending) == 3] for q in queues}
+    held = {q: [] for q in queues}
+    for node in nodes:
+        where = f"{node.get_connection_kwargs()['host']}:{node.get_connection_kwargs()['port']}"
+        for key in node.keys(f"emq:{{{queue}-q-*}}:pending"):
+            held[key[len("emq:{"):-len("}:pending")]].append(where)
     assert held == {q: [owners[q]] for q in queues}
     assert len(set(owners.values())) == 3, sorted(set(owners.values()))
 

@@ -36,7 +36,7 @@ def test_connection_kwargs_are_passed_to_redis_py(valkey_url, redis_client):
     ):
         client = get_connection()
         assert client.ping() is True
-        assert client.client_getname() == name
+        assert primaries(client)[0].client_getname() == name
         assert isinstance(client.echo("x"), str)
         assert name in [c["name"] for node in primaries(redis_client) for c in node.client_list()]
 

@@ -11,12 +11,12 @@ from echomq_django import Backoff, JobFunction, Outcome, PayloadError, PayloadTo
 from echomq_django.api import registry
 from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.protocol.records import decode_row
-from tests import state
+from tests import nodes, state
 from tests.testapp import jobs as testjobs
 
 
 def keys_of(redis_client, queue):
-    return sorted(redis_client.keys(f"emq:{{{queue}}}:*"))
+    return sorted(nodes.keys(redis_client, f"emq:{{{queue}}}:*"))
 
 
 def test_registered_by_dotted_path():

@@ -18,6 +18,7 @@ from echomq_django import Jobs, StaleTokenError
 from echomq_django.protocol.ids import BrandedId
 from echomq_django.protocol.keyspace import Keyspace
 from tests.conftest import start_valkey_server, stop_valkey_server
+from tests.nodes import on_cluster
 from tests.procs import kill_all, killing_connections, runechomq, state_of, stop, wait_for
 from tests.testapp import jobs as testjobs
 
@@ -344,9 +345,11 @@ def test_a_server_outage_logs_one_line_down_and_one_back(tmp_path, queue, worker
     (None, "DB index"),       # a db index the server lacks
 ])
 def test_runechomq_against_an_unusable_server_says_so_and_exits_non_zero(
-        valkey_url, queue, url, words):
+        valkey_url, start_valkey, queue, url, words):
     if url is None:
-        url = valkey_url.rsplit("/", 1)[0] + "/99"
+        # A cluster has database 0 only: then a throwaway server's URL.
+        server_url = start_valkey()[0] if on_cluster(valkey_url) else valkey_url
+        url = server_url.rsplit("/", 1)[0] + "/99"
     proc = runechomq(queue, url=url)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode != 0, out

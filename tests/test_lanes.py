@@ -18,6 +18,7 @@ from echomq_django.protocol import keyspace
 from echomq_django.protocol.ids import BrandedId
 from echomq_django.protocol.keyspace import Keyspace
 from example_project.notifications.measure import most_in_window
+from tests import nodes
 from tests.conftest import start_valkey_server, stop_valkey_server
 from tests.procs import runechomq, stop, wait_for
 from tests.testapp import jobs as testjobs
@@ -33,11 +34,11 @@ def enqueue_many(conn, queue, n, group=None, priority=0):
     ks = Keyspace(queue)
     ids = [BrandedId.generate() for _ in range(n)]
     pipe = conn.pipeline(transaction=False)
-    enqueue = scripts._script(conn, "jobs/enqueue")   # one Script: its sha is checked once
+    # One Script: its sha is checked once.
+    enqueue = nodes.on_pipeline(pipe, scripts._script(conn, "jobs/enqueue"))
     for job_id in ids:
-        enqueue(
-            keys=[ks.job(job_id), ks.pending, ks.wake],
-            args=[job_id, PAYLOAD, WAKE_CAP, group or "", priority], client=pipe)
+        enqueue([ks.job(job_id), ks.pending, ks.wake],
+                [job_id, PAYLOAD, WAKE_CAP, group or "", priority])
     assert pipe.execute() == [1] * n
     return ids
 
@@ -123,7 +124,7 @@ def test_a_retried_job_keeps_its_lane_and_priority(conn, queue):
 def test_a_priority_out_of_range_is_refused_naming_it(conn, redis_client, queue, bad, error):
     with pytest.raises(error, match="priority"):
         Jobs(conn).enqueue(queue, BrandedId.generate(), PAYLOAD, priority=bad)
-    assert redis_client.keys(f"emq:{{{queue}}}:*") == []
+    assert nodes.keys(redis_client, f"emq:{{{queue}}}:*") == []
 
 
 @pytest.mark.parametrize("bad, error", [("", ValueError), ("a b", ValueError),
@@ -132,7 +133,7 @@ def test_a_priority_out_of_range_is_refused_naming_it(conn, redis_client, queue,
 def test_a_bad_group_is_refused_naming_it(conn, redis_client, queue, bad, error):
     with pytest.raises(error, match="group"):
         Jobs(conn).enqueue(queue, BrandedId.generate(), PAYLOAD, group=bad)
-    assert redis_client.keys(f"emq:{{{queue}}}:*") == []
+    assert nodes.keys(redis_client, f"emq:{{{queue}}}:*") == []
 
 
 # -- caps --------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from echomq_django.protocol.ids import BrandedId
 from echomq_django.protocol.jobs import DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS
 from echomq_django.protocol import scripts
 from echomq_django.protocol.keyspace import Keyspace
+from tests import nodes
 from tests.testapp import jobs as testjobs
 
 PAYLOAD = json.dumps({"job": "tests.testapp.jobs.add", "args": [1, 2], "kwargs": {}})
@@ -199,8 +200,8 @@ def test_a_zombie_changes_nothing_in_1000_trials(jobs, conn, redis_client, queue
             for script, keys, args in wire_calls(monkeypatch, jobs, queue, zombies.values(),
                                                  call):
                 if script not in loaded:
-                    loaded[script] = scripts._script(conn, script)
-                loaded[script](keys=keys, args=args, client=pipe)
+                    loaded[script] = nodes.on_pipeline(pipe, scripts._script(conn, script))
+                loaded[script](keys, args)
             for reply in pipe.execute(raise_on_error=False):
                 assert refused_as_stale(reply), (phase, name, reply)
                 refusals += 1

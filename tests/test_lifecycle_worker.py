@@ -18,6 +18,7 @@ from echomq_django.exceptions import NoSuchJobError
 from echomq_django import JobHandle
 from echomq_django import Outcome
 from echomq_django.protocol import keyspace
+from echomq_django.protocol.clock import time_command
 from echomq_django.protocol.keyspace import Keyspace
 from tests.procs import runechomq, state_of, stop, wait_for
 from tests.testapp import jobs as testjobs
@@ -114,7 +115,7 @@ def test_a_sigkilled_job_is_pending_within_lease_plus_200_ms_and_completes_on_at
     while True:
         pipe = redis_client.pipeline(transaction=True)
         pipe.hget(row_key, "state")
-        pipe.time()
+        time_command(pipe, queue)   # TIME, on a cluster the queue's node's
         seen, (sec, usec) = pipe.execute()
         if seen != "active" or time.monotonic() > give_up:
             break

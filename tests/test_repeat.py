@@ -20,6 +20,7 @@ from echomq_django.protocol import scripts
 from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.protocol.records import decode_row
 from echomq_django.repeat import Repeat, RepeatEntry, sync
+from tests import nodes
 
 TEMPLATE = {"job": "app.jobs.digest", "args": [1], "kwargs": {"room": "r1"}}
 MINUTE = 60_000
@@ -33,7 +34,7 @@ def rep(redis_client):
 
 def keys_of(client, queue):
     ks = Keyspace(queue)
-    return sorted(client.keys(ks.base.replace("{", "[{]").replace("}", "[}]") + "*"))
+    return sorted(nodes.keys(client, ks.base.replace("{", "[{]").replace("}", "[}]") + "*"))
 
 
 def minted_rows(client, queue):

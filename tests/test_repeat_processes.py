@@ -20,7 +20,7 @@ import pytest
 from echomq_django.protocol.keyspace import Keyspace
 from echomq_django.protocol.records import decode_row
 from echomq_django.repeat import Repeat
-from tests.nodes import client_for
+from tests.nodes import client_for, keys
 
 CTX = multiprocessing.get_context("spawn")
 
@@ -145,7 +145,7 @@ def test_three_processes_registering_the_same_name_at_once(valkey_url, redis_cli
     ks = Keyspace(queue)
     assert redis_client.zrange(ks.repeat, 0, -1) == ["same"]
     assert redis_client.hget(ks.repeat_record("same"), "version") == "1"
-    assert redis_client.keys(f"emq:{{{queue}}}:repeat:*") == [ks.repeat_record("same")]
+    assert keys(redis_client, f"emq:{{{queue}}}:repeat:*") == [ks.repeat_record("same")]
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ except ImportError:  # Django 5.2 with the backport
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
 
+from tests import nodes
 from tests.procs import kill_all, killing_connections, runechomq, stop, wait_for
 from tests.testapp import tasks
 
@@ -137,7 +138,7 @@ def test_non_json_arguments_raise_type_error_and_write_nothing(queue, redis_clie
     for args in [(object(), 1), (float("nan"), 1), ({1: "int key"}, 1), (1, 2, 3)]:
         with pytest.raises(TypeError):
             tasks.add.using(queue_name=queue).enqueue(*args)
-    assert redis_client.keys(f"emq:{{{queue}}}:*") == []
+    assert nodes.keys(redis_client, f"emq:{{{queue}}}:*") == []
 
 
 def test_enqueue_returns_a_ready_result(queue, redis_client):
@@ -467,7 +468,7 @@ def test_bad_values_at_enqueue_are_invalid_task_or_type_error(queue, redis_clien
         tasks.add.using(metadata={1: 2})
     with pytest.raises(InvalidTask, match="recurring"):
         task(tz="Europe/Berlin")(tasks.add.func)
-    assert redis_client.keys(f"emq:{{{queue}}}:*") == []
+    assert nodes.keys(redis_client, f"emq:{{{queue}}}:*") == []
 
 
 def test_enqueued_at_is_the_servers_admission_time(queue):

@@ -6,20 +6,15 @@ import time
 import uuid
 from datetime import timedelta
 
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.retry import Retry as RedisRetry
-
 from echomq_django import Backoff, job
-from echomq_django.connection.urls import build_client
+from tests.nodes import job_client
 
 
 def _client():
     # Repeats a command whose connection was dropped (the fault tests kill
     # connections); every command the jobs send is safe to repeat or is
     # checked by a test that tolerates it.
-    return build_client(
-        os.environ["ECHOMQ_TEST_SERVER_URL"], decode_responses=True,
-        retry=RedisRetry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), 20))
+    return job_client()
 
 
 @job(queue="default")

@@ -8,10 +8,7 @@ import os
 import sys
 import time
 
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.retry import Retry as RedisRetry
-
-from echomq_django.connection.urls import build_client
+from tests.nodes import job_client
 
 try:
     from django.tasks import task
@@ -23,9 +20,7 @@ except ImportError:  # Django 5.2: the backport
 
 def _client():
     # Repeats a command whose connection was dropped (a test kills them).
-    return build_client(
-        os.environ["ECHOMQ_TEST_SERVER_URL"], decode_responses=True,
-        retry=RedisRetry(ExponentialWithJitterBackoff(base=0.01, cap=0.5), 20))
+    return job_client()
 
 
 def signals_key(result_id: str) -> str:

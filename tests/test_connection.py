@@ -37,7 +37,7 @@ def test_connection_kwargs_are_passed_to_redis_py(valkey_url, redis_client):
         client = get_connection()
         assert client.ping() is True
         assert primaries(client)[0].client_getname() == name
-        assert isinstance(client.echo("x"), str)
+        assert isinstance(primaries(client)[0].echo("x"), str)
         assert name in [c["name"] for node in primaries(redis_client) for c in node.client_list()]
 
 
@@ -132,7 +132,7 @@ def test_forked_child_builds_its_own_client(conn):
     assert int(report) != parent_id
     # The parent's client and its socket are untouched by the child.
     assert get_connection() is conn
-    assert conn.client_id() == parent_id
+    assert primaries(conn)[0].client_id() == parent_id
 
 
 @pytest.mark.parametrize("make, described", [

@@ -408,9 +408,11 @@ def test_runechomq_carries_on_through_a_failover_and_loses_no_acknowledged_job(
     new_primary.close()
     first_ack = min(at for token, _, at in enqueuer.acked if token in after)
     first_run = min(at for token, _, _, at in runs if token in after)
-    not_replicated = sum("NotReplicatedError" in why for _, why in enqueuer.refused)
+    not_replicated = sum(why.startswith("NotReplicatedError") for _, why in enqueuer.refused)
+    refusals = sorted({why.split(":")[0] for _, why in enqueuer.refused})
     report = (f"acked {len(acked)} ({len(acked) - len(after)} before the kill, {len(after)} "
-              f"after), refused {len(enqueuer.refused)} ({not_replicated} not replicated), lost {len(lost)} {lost[:10]}, run "
+              f"after), refused {len(enqueuer.refused)} ({not_replicated} not replicated; "
+              f"{refusals}), lost {len(lost)} {lost[:10]}, run "
               f"twice {len(twice)} {twice}, refused but run {len(refused_ran)}, dead {dead}; "
               f"promoted {promoted_at - killed_at:.2f} s after the kill, a replica again after "
               f"{rejoined_at - killed_at:.2f} s, first enqueue "

@@ -34,6 +34,7 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 from .. import durability, signals
 from ..conf import get_config
 from ..connection.resilience import LOST_REPLY_TRIES, repeat_lost
+from ..connection.topology import with_timeout
 from ..protocol.jobs import Jobs
 from ..protocol.records import Outcome
 
@@ -60,19 +61,19 @@ class Route:
 DEFAULT_ROUTE = Route()
 
 
-def mint_ms(conn: Any, outbox: bool) -> int:
+def mint_ms(conn: Any, outbox: bool, queue: str | None = None) -> int:
     """The time part of a new id: the server's clock as this process knows it
     (:func:`~echomq_django.protocol.clock.mint_now_ms`); for an outbox job,
     without a round trip: the last measured offset however old, or this
     host's clock when there is none (the id still sorts, off by the clocks'
-    difference)."""
+    difference). On a cluster, the clock of the node owning ``queue``."""
     from ..protocol.clock import known_now_ms, mint_now_ms
 
     if not outbox:  # a read: sent again if the connection drops under it
-        return repeat_lost(lambda: mint_now_ms(conn))
+        return repeat_lost(lambda: mint_now_ms(conn, queue))
     # The outbox never waits on the server: the last measured offset,
     # however old, or this host's clock.
-    known = known_now_ms(conn)
+    known = known_now_ms(conn, queue)
     return known if known is not None else int(time.time() * 1000)
 
 
@@ -203,13 +204,7 @@ def _quick_client(conn: Any) -> Any:
     kept = _quick
     if kept is not None and kept[0] is conn:
         return kept[1]
-    pool = getattr(conn, "connection_pool", None)
-    if pool is None:
-        return conn
-    kwargs = dict(pool.connection_kwargs, socket_timeout=QUICK_TIMEOUT_S,
-                  socket_connect_timeout=QUICK_TIMEOUT_S)
-    quick = redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class,
-                                                   **kwargs))
+    quick = with_timeout(conn, QUICK_TIMEOUT_S)
     _quick = (conn, quick)
     return quick
 

@@ -248,7 +248,7 @@ class JobFunction:
                         replicas=config.replicas)
             kept = _last_jobs = (conn, config, jobs)
         outbox = admission.uses_outbox(self.queue, self.route)
-        return kept[2], BrandedId.generate("JOB", admission.mint_ms(conn, outbox))
+        return kept[2], BrandedId.generate("JOB", admission.mint_ms(conn, outbox, self.queue))
 
     def _admit(self, jobs: Jobs, job_id: str, text: str, single, **when: int) -> JobHandle:
         """Admit one job by this view's route (admission.admit)."""
@@ -346,7 +346,8 @@ class JobFunction:
         conn = get_connection()
         outbox = admission.uses_outbox(self.queue, self.route)
         for item in items:
-            item["job_id"] = BrandedId.generate("JOB", admission.mint_ms(conn, outbox))
+            item["job_id"] = BrandedId.generate(
+                "JOB", admission.mint_ms(conn, outbox, self.queue))
         jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes, replicas=config.replicas)
         outcomes = admission.admit(jobs, self.queue, items, self.route) if items else []
         return [JobHandle(self.queue, item["job_id"], outcome)

@@ -15,7 +15,8 @@ from typing import Any
 
 from redis.crc import key_slot
 
-__all__ = ["is_cluster", "by_slot", "connection_kwargs", "close_client", "node_for"]
+__all__ = ["is_cluster", "by_slot", "connection_kwargs", "close_client", "node_for",
+           "with_timeout"]
 
 
 def is_cluster(client: Any) -> bool:
@@ -39,7 +40,14 @@ def connection_kwargs(client: Any) -> dict:
     """The options a client's connections are made with (host, port,
     socket_timeout, ...), or {} when it has none we can read."""
     if is_cluster(client):
-        return dict(client.nodes_manager.connection_kwargs)
+        # The nodes' own clients hold the effective options (redis-py fills
+        # in defaults there, such as a 5 s socket timeout).
+        node = client.get_default_node()
+        kwargs = {}
+        if node is not None and node.redis_connection is not None:
+            kwargs.update(node.redis_connection.connection_pool.connection_kwargs)
+        kwargs.update(client.nodes_manager.connection_kwargs)
+        return kwargs
     try:
         return client.connection_pool.connection_kwargs
     except AttributeError:
@@ -60,3 +68,34 @@ def close_client(client: Any) -> None:
         client.close()
     else:
         client.connection_pool.disconnect()
+
+
+def with_timeout(client: Any, timeout_s: float) -> Any:
+    """A new client to ``client``'s server(s) whose connects and reads give up
+    after ``timeout_s`` and are not retried: a one-server client, a Sentinel
+    primary's (found through the same sentinels) or a cluster's (seeded with
+    the cluster's primaries; building it reads the slot map, so it may raise
+    ``redis.RedisError``). Returns ``client`` itself for a client of another
+    kind."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    timeouts = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
+    if is_cluster(client):
+        from redis.cluster import ClusterNode, RedisCluster
+
+        kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items()
+                  if k not in ("host", "port", "redis_connect_func", "retry")}
+        nodes = [ClusterNode(n.host, n.port) for n in client.get_primaries()]
+        return RedisCluster(startup_nodes=nodes, retry=Retry(NoBackoff(), 0),
+                            **{**kwargs, **timeouts})
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:
+        return client
+    manager = getattr(pool, "sentinel_manager", None)
+    if manager is not None:
+        return manager.master_for(pool.service_name, retry=Retry(NoBackoff(), 0), **timeouts)
+    kwargs = dict(pool.connection_kwargs, **timeouts)
+    return redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class,
+                                                  **kwargs))

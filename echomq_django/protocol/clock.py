@@ -17,6 +17,14 @@ round trip, plus whatever the host's wall clock drifts against the server's
 within :data:`REFRESH_S` (NTP slews at most 500 ppm: 30 ms), plus a step
 smaller than :data:`STEP_NS`. A forked child measures afresh
 (``os.register_at_fork``).
+
+On a cluster every node has its own clock, and a queue's scripts read the
+clock of the node owning the queue's slot: so does Python. The functions
+here take the ``queue`` whose clock they read; on a cluster ``TIME`` runs
+there (in a one-line script keyed by the queue, :func:`time_command`), and a
+:class:`ServerClock` is kept per node. Without a queue a cluster reads the
+node holding the worker registry (``emq:{~}``). On one server (or a
+Sentinel's primary) the queue changes nothing (docs/protocol.md, "Cluster").
 """
 
 from __future__ import annotations
@@ -27,8 +35,8 @@ import time
 import weakref
 from typing import Any
 
-__all__ = ["REFRESH_S", "SAMPLES", "STEP_NS", "ServerClock", "mint_now_ms", "server_now_ms",
-           "time_reply_ms"]
+__all__ = ["REFRESH_S", "SAMPLES", "STEP_NS", "ServerClock", "known_now_ms", "mint_now_ms",
+           "server_now_ms", "time_command", "time_reply_ms"]
 
 #: Seconds (monotonic) an offset is used before it is measured again.
 REFRESH_S = 60.0
@@ -45,9 +53,32 @@ def time_reply_ms(reply: Any) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
-def server_now_ms(conn) -> int:
-    """The server's ``TIME`` in Unix ms (one command)."""
-    return time_reply_ms(conn.time())
+#: TIME inside a script, so that a cluster runs it on the node owning the key.
+TIME_LUA = "#!lua flags=no-writes,allow-stale\nreturn redis.call('TIME')"
+
+
+def _slot_key(queue: str | None) -> str:
+    from .keyspace import GLOBAL_BASE, Keyspace
+
+    return GLOBAL_BASE if queue is None else Keyspace(queue).base
+
+
+def time_command(target, queue: str | None = None) -> Any:
+    """Send ``TIME`` on ``target`` (a client, or queue it on a pipeline): on a
+    cluster (or a cluster pipeline) as a one-line script keyed by ``queue``'s
+    slot (the registry's when None), which runs on the node owning it; else
+    the plain command. The reply reads with :func:`time_reply_ms`."""
+    from ..connection.topology import is_cluster
+
+    if is_cluster(target):
+        return target.execute_command("EVAL", TIME_LUA, 1, _slot_key(queue))
+    return target.time()
+
+
+def server_now_ms(conn, queue: str | None = None) -> int:
+    """The server's ``TIME`` in Unix ms (one command), on the node owning
+    ``queue`` when ``conn`` is a cluster."""
+    return time_reply_ms(time_command(conn, queue))
 
 
 class ServerClock:
@@ -59,11 +90,13 @@ class ServerClock:
     finds it stale (the module doc has the rules and the error bound).
     """
 
-    def __init__(self, refresh_s: float = REFRESH_S, samples: int = SAMPLES) -> None:
+    def __init__(self, refresh_s: float = REFRESH_S, samples: int = SAMPLES,
+                 queue: str | None = None) -> None:
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
         self.refresh_ns = int(refresh_s * 1e9)
         self.samples = samples
+        self.queue = queue  # whose node's clock, on a cluster
         self._lock = threading.Lock()
         # (offset: server ns - local wall ns, time.monotonic_ns() at the
         # measurement, time.time_ns() - time.monotonic_ns() then), or None:
@@ -75,7 +108,7 @@ class ServerClock:
         """The server's now in Unix ms, measuring the offset first on ``conn``
         (``samples`` ``TIME`` commands) when there is none yet or it is stale.
 
-        Raises whatever ``conn.time()`` raises (``redis.RedisError``).
+        Raises whatever ``TIME`` raises (``redis.RedisError``).
         """
         wall, mono = time.time_ns(), time.monotonic_ns()
         kept = self._kept
@@ -101,7 +134,7 @@ class ServerClock:
         best = None
         for _ in range(self.samples):
             mono0, wall0 = time.monotonic_ns(), time.time_ns()
-            seconds, micros = conn.time()
+            seconds, micros = time_command(conn, self.queue)
             mono1 = time.monotonic_ns()
             # The round trip is timed on the monotonic clock (the wall clock
             # may step); the server read TIME somewhere inside it, at the
@@ -117,40 +150,58 @@ class ServerClock:
         return offset
 
 
-# One ServerClock per client object, per process: a client's server is fixed,
-# and the weak keys let a dropped client take its clock with it.
+# Per client object, per process: {node name: ServerClock} ("" for a client
+# that is not a cluster). A client's servers are fixed, and the weak keys let a
+# dropped client take its clocks with it.
 _clocks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _clocks_lock = threading.Lock()
 
 
-def mint_now_ms(conn) -> int:
-    """The mint clock: the server's now in Unix ms as this process estimates
-    it for ``conn`` (:class:`ServerClock`), without a round trip unless the
-    offset must be measured. For ids' time parts; a script that needs the
-    exact now reads ``TIME`` itself.
+def _node_name(conn, queue: str | None) -> str:
+    from ..connection.topology import node_for
 
-    Raises whatever ``conn.time()`` raises (``redis.RedisError``).
-    """
+    node = node_for(conn, _slot_key(queue))
+    return "" if node is None else node.name
+
+
+def _clock(conn, queue: str | None) -> ServerClock:
+    node = _node_name(conn, queue)
     try:
-        clock = _clocks.get(conn)
+        kept = _clocks.get(conn)
+        clock = None if kept is None else kept.get(node)
         if clock is None:
             with _clocks_lock:
-                clock = _clocks.get(conn)
+                kept = _clocks.setdefault(conn, {})
+                clock = kept.get(node)
                 if clock is None:
-                    clock = _clocks[conn] = ServerClock()
+                    clock = kept[node] = ServerClock(queue=queue)
     except TypeError:  # a client that takes no weak reference: measure each time
-        clock = ServerClock(samples=1)
-    return clock.now_ms(conn)
+        clock = ServerClock(samples=1, queue=queue)
+    return clock
 
 
-def known_now_ms(conn) -> int | None:
+def mint_now_ms(conn, queue: str | None = None) -> int:
+    """The mint clock: the server's now in Unix ms as this process estimates
+    it for ``conn`` (on a cluster, for the node owning ``queue``)
+    (:class:`ServerClock`), without a round trip unless the offset must be
+    measured. For ids' time parts; a script that needs the exact now reads
+    ``TIME`` itself.
+
+    Raises whatever ``TIME`` raises (``redis.RedisError``).
+    """
+    return _clock(conn, queue).now_ms(conn)
+
+
+def known_now_ms(conn, queue: str | None = None) -> int | None:
     """:func:`mint_now_ms` without ever touching the server: the estimate
-    from the last measurement for ``conn``, however old, or None when this
-    process never measured it (an outbox enqueue then uses the host clock)."""
+    from the last measurement for ``conn`` (and ``queue``'s node on a
+    cluster), however old, or None when this process never measured it (an
+    outbox enqueue then uses the host clock)."""
     try:
-        clock = _clocks.get(conn)
+        kept = _clocks.get(conn)
     except TypeError:
         return None
+    clock = None if kept is None else kept.get(_node_name(conn, queue))
     return None if clock is None else clock.known_ms()
 
 

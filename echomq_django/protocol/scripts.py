@@ -275,7 +275,9 @@ def run_many(client: redis.Redis, name: str,
         pipe = client.pipeline(transaction=False)
         for i in todo:
             keys, args = calls[i]
-            pipe.evalsha(src.sha, len(keys), *keys, *args)
+            # (execute_command: a cluster pipeline refuses the evalsha method,
+            # yet routes the command by its keys.)
+            pipe.execute_command("EVALSHA", src.sha, len(keys), *keys, *args)
         answers = pipe.execute(raise_on_error=False)
         missing = [i for i, answer in zip(todo, answers)
                    if isinstance(answer, redis.exceptions.NoScriptError)]

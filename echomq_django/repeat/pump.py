@@ -135,7 +135,7 @@ class Pump:
                 logger.info("repeat %s/%s: skipped %d occurrence(s) up to %d; next %d",
                             ks.queue, name, plan.due, plan.slot_ms, plan.next_ms)
             return 0
-        job_id = BrandedId.generate("JOB", mint_now_ms(self.conn))
+        job_id = BrandedId.generate("JOB", mint_now_ms(self.conn, ks.queue))
         payload = dict(entry.template, scheduled_for=plan.slot_ms, missed=plan.missed)
         done = self._mint(ks, name, score, plan.next_ms, entry.version, job_id,
                           canonical(payload), plan.slot_ms, plan.missed)

@@ -92,7 +92,7 @@ class Repeat:
     def _write(self, script: str, queue: str, name: str, **options) -> int:
         ks = Keyspace(queue)
         definition = Definition.build(name, **options)
-        first_run = definition.cadence.first_run(server_now_ms(self.conn))
+        first_run = definition.cadence.first_run(server_now_ms(self.conn, queue))
         return int(scripts.run(self.conn, f"repeat/{script}",
                                [ks.repeat, ks.repeat_record(name), ks.beat],
                                definition.argv(first_run)))
@@ -195,8 +195,8 @@ class Repeat:
             if not raw:
                 raise LookupError(f"no recurring schedule {name!r} in queue {queue!r}")
             entry = RepeatEntry.from_hash(queue, name, raw, None)
-            now = server_now_ms(self.conn)
-            job_id = BrandedId.generate("JOB", mint_now_ms(self.conn))
+            now = server_now_ms(self.conn, queue)
+            job_id = BrandedId.generate("JOB", mint_now_ms(self.conn, queue))
             payload = canonical(dict(entry.template, scheduled_for=now, missed=0))
             done = scripts.run(self.conn, "repeat/run_now",
                                [ks.repeat_record(name), ks.job(job_id), ks.pending, ks.wake],

@@ -138,11 +138,13 @@ def sync(conn, declared: Iterable[dict], *, prune: bool = False,
 
     counts = dict.fromkeys(("registered", "unchanged", "updated", "repaired", "removed",
                             "undeclared", "orphans"), 0)
-    now = server_now_ms(conn)
+    nows: dict[str, int] = {}  # the clock of each queue's node, read once
     for ks, definition in plans:
+        if ks.queue not in nows:
+            nows[ks.queue] = server_now_ms(conn, ks.queue)
         code = int(scripts.run(conn, "repeat/upsert",
                                [ks.repeat, ks.repeat_record(definition.name), ks.beat],
-                               definition.argv(definition.cadence.first_run(now))))
+                               definition.argv(definition.cadence.first_run(nows[ks.queue]))))
         outcome = {1: "registered", 0: "unchanged", 2: "updated", 3: "repaired"}[code]
         counts[outcome] += 1
         if outcome != "unchanged":

@@ -32,6 +32,8 @@ import redis
 from django.db import DatabaseError, close_old_connections, connection
 
 from ..connection.resilience import Backoff, Outage, passing
+from ..connection.topology import by_slot, is_cluster
+from ..protocol.clock import server_now_ms
 from ..protocol.keyspace import ARCHIVE_GROUP, Keyspace
 from ..protocol.records import JobRow
 from .archive_records import bulk_insert, prune, record_of
@@ -95,6 +97,7 @@ class Archiver:
             raise ValueError("Archiver needs at least one queue")
         self.conn = conn
         self.keys = {Keyspace(q).archive: q for q in queues}
+        self._by_slot = by_slot(list(self.keys)) if is_cluster(conn) else [list(self.keys)]
         self.archive = archive
         self.outage = outage or Outage("the EchoMQ server")
         self.consumer = consumer or f"archiver@{socket.gethostname()}"
@@ -183,10 +186,12 @@ class Archiver:
             if now >= self._next_claim[key]:
                 handled += self._autoclaim(key)
                 self._next_claim[key] = now + AUTOCLAIM_EVERY_S
-        reply = self.conn.xreadgroup(ARCHIVE_GROUP, self.consumer, {k: ">" for k in self.keys},
-                                     count=self.batch)
-        for key, entries in _streams(reply):
-            handled += self._handle(key, entries)
+        # One XREADGROUP per slot: a cluster refuses one naming several.
+        for streams in self._by_slot:
+            reply = self.conn.xreadgroup(ARCHIVE_GROUP, self.consumer,
+                                         {k: ">" for k in streams}, count=self.batch)
+            for key, entries in _streams(reply):
+                handled += self._handle(key, entries)
         if now >= self._next_retention:
             self._next_retention = now + RETENTION_EVERY_S
             self.retention()
@@ -263,8 +268,7 @@ class Archiver:
         """Delete records finished more than ``ttl_ms`` ago (on the server
         clock) and the oldest beyond ``max``; bounded work per call. Returns
         how many were deleted. Raises RedisError or DatabaseError."""
-        seconds, micros = self.conn.time()
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        now_ms = server_now_ms(self.conn)
         close_old_connections()
         deleted = prune(now_ms - self.archive.ttl_ms, self.archive.max)
         if deleted:

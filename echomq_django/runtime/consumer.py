@@ -18,11 +18,8 @@ import socket
 import threading
 import time
 
-from ..connection import block_timeout_s
 from ..connection.resilience import Backoff, Outage, passing, persist
 from ..protocol.jobs import Jobs
-from ..protocol.keyspace import Keyspace
-from ..protocol.presence import signal_stop
 from ..protocol.records import Claim
 from ..protocol.tokens import new_token
 from ..rules import check_int
@@ -32,6 +29,7 @@ from .finisher import Finisher, Hooks
 from .lease_keeper import LeaseKeeper
 from .outcome import Retention, Runner
 from .slots import Slot, Slots, process_name
+from .wake import WakeLists
 
 __all__ = ["Consumer", "Retention", "EXIT_TIMEOUT", "IDLE_BLOCK_S", "MAX_CONCURRENCY"]
 
@@ -80,12 +78,6 @@ class Consumer:
         self.conn = conn
         self.queues = list(queues)
         self.name = process_name()
-        # The idle fetcher blocks on the wake lists and on this process's stop
-        # list, which shutdown pushes to, so stopping never waits out a timeout.
-        self.stop_key = Keyspace(self.queues[0]).stop(f"{self.name}:{secrets.token_hex(4)}")
-        self.wait_keys = [*(Keyspace(q).wake for q in self.queues), self.stop_key]
-        self._wake_queues = {key: q for q in self.queues
-                             for key in (Keyspace(q).wake, Keyspace(q).wake.encode())}
         self.concurrency = concurrency
         self.lease_ms = lease_ms
         self.retention = retention
@@ -94,6 +86,10 @@ class Consumer:
         self.stop = stop or threading.Event()
         self.slots = Slots()
         self.outage = outage or Outage()
+        # The idle fetcher blocks on the wake lists and on stop lists of this
+        # process's own, which shutdown pushes to (runtime/wake.py).
+        self.wake = WakeLists(conn, self.queues, f"{self.name}:{secrets.token_hex(4)}",
+                              stop=self.stop, outage=self.outage, idle_block_s=IDLE_BLOCK_S)
         self.finisher = Finisher(
             self.jobs, consumer=self.name, lease_ms=lease_ms, outage=self.outage,
             keep=(retention.result_ttl_ms, retention.dead_ttl_ms, retention.dead_max),
@@ -151,7 +147,7 @@ class Consumer:
         observe.worker(self, stopping=True)
         self.stop.set()
         self.books.freed.set()
-        signal_stop(self.conn, [self.stop_key], 1)
+        self.wake.signal_stop()
         released = self._release(self._drain_handoff())
         self._end_handlers()
         deadline = time.monotonic() + grace_s
@@ -346,18 +342,17 @@ class Consumer:
         SERVER_TICK_S before a token is slept locally; a longer wait returns
         to the claim loop, which blocks again. Returns the queue whose wake
         marker ended the wait, else None."""
-        longest = block_timeout_s(self.conn, IDLE_BLOCK_S)
-        timeout = longest if wait_s is None else min(longest, wait_s - SERVER_TICK_S)
+        timeout = IDLE_BLOCK_S if wait_s is None else min(IDLE_BLOCK_S, wait_s - SERVER_TICK_S)
         started = time.monotonic()
         try:
-            popped = None
+            woken, queue = False, None
             if wait_s is None:
-                while not popped and not self.stop.is_set():
-                    popped = self.conn.blpop(self.wait_keys, timeout=timeout)
+                while not woken and not self.stop.is_set():
+                    woken, queue = self.wake.wait(timeout)
             elif timeout > 0:
-                popped = self.conn.blpop(self.wait_keys, timeout=timeout)
-            if popped:
-                return self._wake_queues.get(popped[0])
+                woken, queue = self.wake.wait(timeout)
+            if woken:
+                return queue
             if wait_s is None:
                 return None
         except Exception as err:  # noqa: BLE001

@@ -9,7 +9,7 @@ from typing import Any
 
 from ... import rules
 from ...protocol import keyspace, scripts
-from ...protocol.clock import time_reply_ms
+from ...protocol.clock import time_command, time_reply_ms
 from ...protocol.keyspace import Keyspace
 from ...protocol.queues import LIMIT_FIELDS, limits_from_fields
 
@@ -119,7 +119,7 @@ HEAD_COMMANDS = 1 + len(TABS) + 3
 
 
 def queue_head(pipe, ks: Keyspace) -> None:
-    pipe.time()
+    time_command(pipe, ks.queue)
     queue_counts(pipe, ks)
     pipe.get(ks.paused)
     pipe.zscore(keyspace.QUEUES, ks.queue)
@@ -180,9 +180,10 @@ class Live:
 
 def read_live(conn) -> Live:
     """TIME and the two announcement sets in one pipelined round trip; the
-    queues sorted by name, the workers newest first. Raises redis errors."""
+    queues sorted by name, the workers newest first. On a cluster, the clock
+    of the node holding the registry (``emq:{~}``). Raises redis errors."""
     pipe = conn.pipeline(transaction=False)
-    pipe.time()
+    time_command(pipe)
     pipe.zrange(keyspace.QUEUES, 0, MAX_QUEUES - 1, desc=True, withscores=True)
     pipe.zrange(keyspace.WORKERS, 0, MAX_WORKERS - 1, desc=True, withscores=True)
     time_reply, queues_raw, workers_raw = pipe.execute()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...protocol.clock import time_reply_ms
+from ...protocol.clock import time_command, time_reply_ms
 from ...protocol.keyspace import Keyspace
 from ...protocol.records import JobRow
 from .base import SETS
@@ -31,7 +31,7 @@ def job_detail(conn, queue: str, job_id: str) -> JobDetail | None:
     Raises ValueError for a bad queue name."""
     ks = Keyspace(queue)
     pipe = conn.pipeline(transaction=False)
-    pipe.time()
+    time_command(pipe, queue)
     pipe.hgetall(ks.job(job_id))
     pipe.pttl(ks.job(job_id))
     for set_name in SETS[:4]:

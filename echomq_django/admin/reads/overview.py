@@ -119,9 +119,10 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
         queue_counts(pipe, ks)
         pipe.hmget(ks.limits, LIMIT_FIELDS)
         pipe.get(ks.paused)
-        pipe.mget([ks.stats("done", m) for m in minutes])
-        pipe.mget([ks.stats("failed", m) for m in minutes])
-        pipe.mget([ks.stats("dead", m) for m in minutes])
+        # (execute_command: a cluster pipeline refuses the mget method; the
+        # keys share the queue's slot, so the command is routed whole.)
+        for kind in ("done", "failed", "dead"):
+            pipe.execute_command("MGET", *[ks.stats(kind, m) for m in minutes])
         pipe.zrange(ks.latency, minutes[0], minutes[-1], byscore=True)
         pipe.zcount(ks.schedule, "-inf", now)
         for b in range(BUCKETS):

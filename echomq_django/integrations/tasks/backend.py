@@ -174,7 +174,8 @@ class EchoMQBackend(compat.BaseTaskBackend):
         conn = get_connection()
         jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes, replicas=config.replicas)
         queue = task.queue_name
-        minted_ms = admission.mint_ms(conn, admission.uses_outbox(queue, admission.DEFAULT_ROUTE))
+        minted_ms = admission.mint_ms(conn, admission.uses_outbox(queue, admission.DEFAULT_ROUTE),
+                                  queue)
         job_id = BrandedId.generate("JOB", minted_ms)
         item = {"job_id": job_id, "payload": text, "group": opts["group"],
                 "priority": task.priority}

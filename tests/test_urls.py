@@ -1,0 +1,74 @@
+"""connection.urls: the URL forms, what each builds, and the options it passes."""
+
+import pytest
+import redis
+
+from echomq_django.connection.urls import build_client, check_url, parse_target
+
+
+def test_cluster_url_takes_seed_nodes_credentials_tls_and_query_options():
+    target = parse_target("rediss+cluster://ops:s%40cret@10.0.0.1:7000,10.0.0.2:7001/0"
+                          "?socket_timeout=2.5&client_name=w1")
+    assert target.kind == "cluster"
+    assert target.nodes == (("10.0.0.1", 7000), ("10.0.0.2", 7001))
+    assert target.kwargs["username"] == "ops"
+    assert target.kwargs["password"] == "s@cret"
+    assert target.kwargs["socket_timeout"] == 2.5
+    assert target.kwargs["client_name"] == "w1"
+    assert "db" not in target.kwargs and "host" not in target.kwargs
+
+
+def test_sentinel_url_takes_service_db_and_the_sentinels_own_password():
+    target = parse_target("redis+sentinel://app:pw@s1:26379,s2/mymaster/3"
+                          "?sentinel_password=sp&socket_timeout=1")
+    assert target.kind == "sentinel"
+    assert target.nodes == (("s1", 26379), ("s2", 26379))  # the sentinel port by default
+    assert target.service == "mymaster"
+    assert (target.kwargs["db"], target.kwargs["username"], target.kwargs["password"]) == \
+        (3, "app", "pw")
+    assert target.sentinel_kwargs == {"password": "sp"}
+    assert "sentinel_password" not in target.kwargs
+
+
+def test_tls_sentinel_url_asks_tls_of_the_sentinels_too():
+    target = parse_target("rediss+sentinel://s1:26379/svc")
+    assert target.sentinel_kwargs == {"ssl": True}
+    assert target.kwargs["db"] == 0
+
+
+@pytest.mark.parametrize("url, words", [
+    ("redis+cluster://h:1/2", "database 2"),
+    ("redis+cluster://h:notaport", "host:port"),
+    ("redis+cluster://h:0", "host:port"),
+    ("redis+cluster://:7000", "host:port"),
+    ("redis+sentinel://h:26379", "service name"),
+    ("redis+sentinel://h:26379/svc/x", "database number"),
+    ("redis+sentinel://h:26379/svc/1/2", "at most one path segment"),
+    ("redis+cluster+x://h:1", "must use scheme"),
+    ("memcache://h:1", "must use scheme"),
+    ("redis://h:x/0", "not a valid redis:// URL"),
+])
+def test_malformed_urls_are_refused_naming_the_rule(url, words):
+    problem = check_url(url)
+    assert problem is not None and words in problem, problem
+    assert problem.startswith("URL")
+    with pytest.raises(ValueError, match="URL"):
+        build_client(url)
+
+
+@pytest.mark.parametrize("url", ["embedded", "redis://h:1/0", "unix:///tmp/s.sock?db=1",
+                                 "redis+cluster://h:1", "rediss+cluster://u:p@h:1,g:2/0",
+                                 "redis+sentinel://h:1/svc", "rediss+sentinel://h:1,g:2/svc/4"])
+def test_good_urls_pass(url):
+    assert check_url(url) is None
+
+
+def test_a_sentinel_client_is_a_plain_redis_client_on_the_service_and_never_connects():
+    client = build_client("redis+sentinel://sentinel.example.invalid:26379/mymaster/2"
+                          "?socket_timeout=1")
+    assert type(client) is redis.Redis
+    pool = client.connection_pool
+    assert pool.service_name == "mymaster"
+    assert pool.connection_kwargs["db"] == 2
+    from echomq_django.connection import describe
+    assert describe(client) == "redis+sentinel://sentinel.example.invalid:26379/mymaster/2"

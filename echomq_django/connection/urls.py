@@ -107,7 +107,8 @@ def parse_target(url: str) -> Target:
                              f"(host:port/mymaster[/db]), got {_redacted(url)!r}")
         service, segments = segments[0], segments[1:]
     if len(segments) > 1 or (segments and not segments[0].isdigit()):
-        raise ValueError(f"URL {scheme}:// takes at most one path segment after the hosts, "
+        after = "the service name" if kind == "sentinel" else "the hosts"
+        raise ValueError(f"URL {scheme}:// takes at most one path segment after {after}, "
                          f"the database number, got {path!r}")
     db = int(segments[0]) if segments else 0
     if kind == "cluster" and db != 0:

@@ -48,6 +48,12 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
     server at runechomq's boot (``Queues.set_limits``).
 ``METRICS_TOKEN`` [None]: a str of at least 16 characters a scraper sends as
     ``Authorization: Bearer <token>`` to the metrics view (docs/observability.md).
+``REPLICAS`` [None]: ``{"min": n, "timeout_ms": ms}`` (n 1..1000, ms
+    1..60000) makes an enqueue return only once ``n`` replicas hold the job
+    (``WAIT n ms`` in the enqueue's round trip), and raise NotReplicatedError
+    otherwise: what keeps an acknowledged job through a failover
+    (:mod:`echomq_django.protocol.replication`, docs/deployment.md). Not
+    with a cluster URL.
 
 Errors: :func:`get_config` raises
 :class:`~echomq_django.exceptions.ConfigurationError`; :func:`validate`
@@ -86,6 +92,8 @@ stable ids:
 - ``echomq.E016`` ENQUEUE_ON_COMMIT, OUTBOX or ARCHIVE breaks its rule
   (:mod:`echomq_django.durability`, docs/durability.md).
 - ``echomq.E017`` METRICS_TOKEN is not None or a str of at least 16 characters.
+- ``echomq.E018`` REPLICAS is not None or ``{"min": 1..1000, "timeout_ms":
+  1..60000}``, or is set with a cluster URL.
 
 Signals emitted: none.
 """
@@ -105,6 +113,7 @@ from .exceptions import ConfigurationError
 from . import durability
 from .api.backoff import check_backoff
 from .limits import check_limits
+from .protocol.replication import check_replicas
 from .rules import MAX_MS, check_int, check_queue_name
 
 __all__ = ["Config", "get_config", "validate"]
@@ -137,6 +146,7 @@ KNOWN_KEYS = frozenset(
         "PRUNE_SCHEDULES",
         "QUEUE_LIMITS",
         "METRICS_TOKEN",
+        "REPLICAS",
         *durability.KEYS,
         *_INT_RULES,
     }
@@ -176,6 +186,8 @@ class Config:
     outbox: Any = False
     archive: Any = None
     metrics_token: str | None = None
+    #: How many replicas must hold an admission (protocol.replication.Replicas), or None.
+    replicas: Any = None
 
 
 def _check_url(url: Any) -> str | None:
@@ -257,7 +269,23 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
         problems.append(("echomq.E017", "METRICS_TOKEN", "METRICS_TOKEN must be None or a str "
                          "of at least 16 characters, got "
                          + (f"{len(token)}" if isinstance(token, str) else type(token).__name__)))
+    problems.extend(_check_replicas(raw))
     return problems
+
+
+def _check_replicas(raw: dict) -> list[tuple[str, str, str]]:
+    """E018 problems of REPLICAS."""
+    try:
+        replicas = check_replicas(raw.get("REPLICAS"))
+    except (TypeError, ValueError) as err:
+        return [("echomq.E018", "REPLICAS", str(err))]
+    url = raw.get("URL")
+    if replicas is not None and isinstance(url, str) and url.split("://")[0].endswith("+cluster"):
+        # WAIT answers for the writes of its own connection, on one node; the
+        # admission would have to be sent to the node owning the queue.
+        return [("echomq.E018", "REPLICAS", "REPLICAS is not supported with a cluster URL "
+                 "(redis+cluster://) yet")]
+    return []
 
 
 def _check_queues(raw: dict) -> list[tuple[str, str, str]]:
@@ -338,6 +366,7 @@ def _build(raw: dict) -> Config:
                       for q, spec in raw.get("QUEUE_LIMITS", {}).items()},
         **durability.build(raw),
         metrics_token=raw.get("METRICS_TOKEN"),
+        replicas=check_replicas(raw.get("REPLICAS")),
         **ints,
     )
 

@@ -18,6 +18,13 @@ class EmbeddedServerError(EchoMQError):
     """The embedded Valkey server could not be started, found or stopped."""
 
 
+class NotReplicatedError(EchoMQError):
+    """Fewer replicas than ``ECHOMQ["REPLICAS"]["min"]`` confirmed an enqueue
+    in time: the job is on the primary and may run, but it was not
+    acknowledged, and a failover now may lose it
+    (:mod:`echomq_django.protocol.replication`)."""
+
+
 class KindError(EchoMQError, ValueError):
     """A job id is not in the ``JOB`` namespace (server code ``EMQKIND``)."""
 

@@ -16,6 +16,17 @@ def test_valid_settings_pass():
     call_command("check", tags=["echomq"])
 
 
+@pytest.mark.parametrize("raw", [
+    {"URL": "redis+sentinel://127.0.0.1:26379/mymaster/0?socket_timeout=2",
+     "REPLICAS": {"min": 1, "timeout_ms": 200}},
+    {"URL": "rediss+sentinel://app:pw@s1:26379,s2:26379/mymaster?sentinel_password=x"},
+    {"URL": "redis+cluster://127.0.0.1:7000,127.0.0.1:7001"},
+])
+def test_sentinel_and_cluster_urls_pass(raw):
+    with override_settings(ECHOMQ=raw):
+        assert _echomq_ids() == []
+
+
 def test_absent_setting_passes(settings):
     del settings.ECHOMQ
     assert _echomq_ids() == []
@@ -28,6 +39,10 @@ def test_absent_setting_passes(settings):
         ({"LEASE": 1}, ["echomq.E002"]),
         ({"URL": "redis://h:1/0", "CACHE": "x"}, ["echomq.E003", "echomq.E005"]),
         ({"URL": "memcache://h"}, ["echomq.E004"]),
+        ({"URL": "redis+sentinel://h:26379"}, ["echomq.E004"]),
+        ({"URL": "redis+cluster://h:7000/2"}, ["echomq.E004"]),
+        ({"URL": "redis+sentinel://h:26379/svc/0", "REPLICAS": {"min": 0, "timeout_ms": 1}},
+         ["echomq.E018"]),
         ({"CACHE": "default"}, ["echomq.E005"]),
         ({"LEASE_MS": -5, "PROMOTE_BATCH": 0}, ["echomq.E006", "echomq.E006"]),
         ({"QUEUES": ["a:b"]}, ["echomq.E007"]),

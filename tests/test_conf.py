@@ -98,7 +98,11 @@ def test_cache_only_config_has_no_url():
 
 @pytest.mark.parametrize(
     "url",
-    ["embedded", "redis://localhost:6379/0", "rediss://user:pw@host:6380/1", "unix:///tmp/v.sock?db=2"],
+    ["embedded", "redis://localhost:6379/0", "rediss://user:pw@host:6380/1", "unix:///tmp/v.sock?db=2",
+     "redis+sentinel://127.0.0.1:26379/mymaster", "redis+sentinel://h/mymaster",
+     "redis+sentinel://u:pw@h1:26379,h2:26380/mymaster/2?socket_timeout=1&sentinel_password=x",
+     "rediss+sentinel://h:26379/svc/0", "redis+cluster://h1:7000,h2:7001",
+     "redis+cluster://h:7000/0?socket_timeout=2", "rediss+cluster://u:p@h:7000"],
 )
 def test_accepted_urls(url):
     assert validate({"URL": url}) == []
@@ -109,6 +113,18 @@ BAD = [
     ({"URL": "http://localhost/"}, "echomq.E004", "URL", "redis"),
     ({"URL": "redis://h:notaport/0"}, "echomq.E004", "URL", "URL"),
     ({"URL": 6379}, "echomq.E004", "URL", "URL"),
+    ({"URL": "redis+sentinel://h:26379"}, "echomq.E004", "URL", "wants the service name"),
+    ({"URL": "redis+sentinel://h:26379/"}, "echomq.E004", "URL", "wants the service name"),
+    ({"URL": "redis+sentinel://h:26379/svc/x"}, "echomq.E004", "URL", "the database number"),
+    ({"URL": "redis+sentinel://h:26379/svc/0/1"}, "echomq.E004", "URL", "at most one path segment"),
+    ({"URL": "redis+sentinel://h:notaport/svc"}, "echomq.E004", "URL", "got 'h:notaport'"),
+    ({"URL": "redis+sentinel://"}, "echomq.E004", "URL", "wants host:port"),
+    ({"URL": "redis+sentinel://h:26379/svc?socket_timeout=abc"}, "echomq.E004", "URL",
+     "socket_timeout"),
+    ({"URL": "redis+cluster://h:7000/2"}, "echomq.E004", "URL", "database 0 only"),
+    ({"URL": "redis+cluster://h:70000"}, "echomq.E004", "URL", "got 'h:70000'"),
+    ({"URL": "redis+cluster://h:7000,,h2:7001"}, "echomq.E004", "URL", "wants host:port"),
+    ({"URL": "redis+valkey://h:7000"}, "echomq.E004", "URL", "redis+sentinel://"),
     ({"CACHE": "missing"}, "echomq.E005", "CACHE", "not in settings.CACHES"),
     ({"CACHE": "default"}, "echomq.E005", "CACHE", "django_redis"),
     ({"LEASE_MS": 0}, "echomq.E006", "LEASE_MS", "LEASE_MS must be in 1..9007199254740992"),
@@ -162,6 +178,13 @@ def test_each_problem_has_its_id_and_names_the_key(raw, check_id, key, text):
         with pytest.raises(ConfigurationError) as info:
             get_config()
     assert check_id in str(info.value) and key in str(info.value)
+
+
+def test_a_refused_url_never_shows_its_password():
+    for url in ("redis+sentinel://u:s3cret@h:26379", "redis+foo://:s3cret@h",
+                "redis://u:s3cret@h:notaport/0", "redis+cluster://u:s3cret@h:7000/3"):
+        [(check_id, _key, message)] = validate({"URL": url})
+        assert check_id == "echomq.E004" and "s3cret" not in message, message
 
 
 def test_not_a_dict_is_e001():

@@ -29,9 +29,9 @@ from .handle import JobHandle
 __all__ = ["JobFunction"]
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-# (client, max payload bytes, Jobs): the last Jobs made, kept while the
-# process's client and the size limit stay the same (one tuple, swapped whole).
-_last_jobs: tuple[Any, int, Jobs] | None = None
+# (client, Config, Jobs): the last Jobs made, kept while the process's client
+# and the ECHOMQ setting stay the same (one tuple, swapped whole).
+_last_jobs: tuple[Any, Any, Jobs] | None = None
 _CALL_KEYS = frozenset({"args", "kwargs", "group", "priority", "delay", "when"})
 
 
@@ -240,10 +240,13 @@ class JobFunction:
         an outbox job's falls back to this host's clock while the server is
         away: :func:`~echomq_django.api.admission.mint_ms`)."""
         global _last_jobs
-        conn, max_bytes = get_connection(), get_config().max_payload_bytes
+        config = get_config()
+        conn = get_connection()
         kept = _last_jobs
-        if kept is None or kept[0] is not conn or kept[1] != max_bytes:
-            kept = _last_jobs = (conn, max_bytes, Jobs(conn, max_payload_bytes=max_bytes))
+        if kept is None or kept[0] is not conn or kept[1] is not config:
+            jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes,
+                        replicas=config.replicas)
+            kept = _last_jobs = (conn, config, jobs)
         outbox = admission.uses_outbox(self.queue, self.route)
         return kept[2], BrandedId.generate("JOB", admission.mint_ms(conn, outbox, self.queue))
 
@@ -345,7 +348,7 @@ class JobFunction:
         for item in items:
             item["job_id"] = BrandedId.generate(
                 "JOB", admission.mint_ms(conn, outbox, self.queue))
-        jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes)
+        jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes, replicas=config.replicas)
         outcomes = admission.admit(jobs, self.queue, items, self.route) if items else []
         return [JobHandle(self.queue, item["job_id"], outcome)
                 for item, outcome in zip(items, outcomes)]

@@ -69,13 +69,23 @@ def _hosts(netloc: str, scheme: str) -> list[tuple[str, int]]:
     return nodes
 
 
+def _redacted(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` replaced by
+    ``***``, for messages (manage.py check prints them)."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, hosts = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{hosts}"
+
+
 def parse_target(url: str) -> Target:
     """Parse ``url`` (one of :data:`SCHEMES`). Raises ValueError naming the
     rule a malformed URL breaks."""
     scheme, sep, rest = url.partition("://")
     if not sep or scheme not in SCHEMES:
         raise ValueError("URL must use scheme " + ", ".join(f"{s}://" for s in SCHEMES)
-                         + f', or be the literal "embedded", got {url!r}')
+                         + f', or be the literal "embedded", got {_redacted(url)!r}')
     if "+" not in scheme:
         try:
             parse_url(url)  # redis-py's own checks
@@ -94,10 +104,11 @@ def parse_target(url: str) -> Target:
     if kind == "sentinel":
         if not segments:
             raise ValueError(f"URL {scheme}:// wants the service name as its path "
-                             f"(host:port/mymaster[/db]), got {url!r}")
+                             f"(host:port/mymaster[/db]), got {_redacted(url)!r}")
         service, segments = segments[0], segments[1:]
     if len(segments) > 1 or (segments and not segments[0].isdigit()):
-        raise ValueError(f"URL {scheme}:// takes at most one path segment after the hosts, "
+        after = "the service name" if kind == "sentinel" else "the hosts"
+        raise ValueError(f"URL {scheme}:// takes at most one path segment after {after}, "
                          f"the database number, got {path!r}")
     db = int(segments[0]) if segments else 0
     if kind == "cluster" and db != 0:

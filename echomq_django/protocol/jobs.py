@@ -20,6 +20,7 @@ from .. import rules
 from ..exceptions import KindError
 from ..rules import check_int, check_job_id
 from . import scripts
+from .replication import Replicas, run_confirmed
 from .defaults import (DEFAULT_DEAD_MAX, DEFAULT_DEAD_TTL_MS, DEFAULT_KEEP_MS,
                        DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_STALLS)
 from .keyspace import LATENCY_MINUTES, LATENCY_TTL_MS, STATS_TTL_MS, WAKE_CAP, Keyspace
@@ -67,11 +68,25 @@ class Jobs(Leases):
     arguments (payload, consumer, token, reason, error, message) must be
     encodable as UTF-8: a lone surrogate (``"\\ud800"``) raises ValueError
     naming the argument (:func:`echomq_django.rules.check_text`).
+
+    ``replicas``: a :class:`~echomq_django.protocol.replication.Replicas`
+    makes every admission (enqueue, enqueue_at, enqueue_in, enqueue_many)
+    wait, in its own round trip, until that many replicas hold it, and raise
+    NotReplicatedError when they do not in time (``ECHOMQ["REPLICAS"]``).
     """
 
-    def __init__(self, conn, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+    def __init__(self, conn, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+                 replicas: Replicas | None = None) -> None:
         self.conn = conn
         self.max_payload_bytes = check_int("max_payload_bytes", max_payload_bytes, 1)
+        self.replicas = replicas
+
+    def _admit(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """Run admission script ``name``, then WAIT for the replicas when
+        ``self.replicas`` asks for them."""
+        if self.replicas is None:
+            return scripts.run(self.conn, name, keys, args)
+        return run_confirmed(self.conn, name, [(keys, args)], self.replicas)[0]
 
     # -- admission -------------------------------------------------------
 
@@ -94,7 +109,7 @@ class Jobs(Leases):
         if type(payload) is not CheckedPayload:
             rules.check_payload_text(payload, self.max_payload_bytes)
         group, priority = rules.check_group(group), rules.check_priority(priority)
-        done = scripts.run(self.conn, "jobs/enqueue", [ks.job(job_id), ks.pending, ks.wake],
+        done = self._admit("jobs/enqueue", [ks.job(job_id), ks.pending, ks.wake],
                            [job_id, payload, WAKE_CAP, group or "", priority])
         return Outcome.ENQUEUED if done == 1 else Outcome.DUPLICATE
 
@@ -130,7 +145,7 @@ class Jobs(Leases):
         if type(payload) is not CheckedPayload:
             rules.check_payload_text(payload, self.max_payload_bytes)
         group, priority = rules.check_group(group), rules.check_priority(priority)
-        done = scripts.run(self.conn, "jobs/schedule", [ks.job(job_id), ks.schedule, ks.beat],
+        done = self._admit("jobs/schedule", [ks.job(job_id), ks.schedule, ks.beat],
                            [job_id, payload, mode, value, group or "", priority])
         return Outcome.SCHEDULED if done == 1 else Outcome.DUPLICATE
 
@@ -190,8 +205,11 @@ class Jobs(Leases):
             text = json.dumps([c[:-1] for c in checked[start:stop]], ensure_ascii=False,
                               separators=(",", ":"))
             calls.append((keys, [ks.base, WAKE_CAP, wake, start, text]))
-        codes = [code for reply in scripts.run_many(self.conn, "jobs/enqueue_many", calls)
-                 for code in reply]
+        if self.replicas is None:
+            replies = scripts.run_many(self.conn, "jobs/enqueue_many", calls)
+        else:
+            replies = run_confirmed(self.conn, "jobs/enqueue_many", calls, self.replicas)
+        codes = [code for reply in replies for code in reply]
         return [_OUTCOMES[int(code)] for code in codes]
 
     def _item(self, index: int, item: Any) -> list:

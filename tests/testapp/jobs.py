@@ -284,3 +284,19 @@ def fail_every_attempt(n, context=None):
     """Fails each of its three attempts with the job's and the attempt's
     number in the message (the archive's test), so it ends dead."""
     raise ValueError(f"job {n} attempt {context.attempt}")
+
+
+@job(queue="default", context=True)
+def append_run(path, token, sleep_ms=0, context=None):
+    """Appends ``"<token> <job id> <attempt> <time.time()>"`` to the file
+    ``path`` (one O_APPEND write per run, so lines of concurrent runs never
+    mix): a record of every run that no Redis failover can lose
+    (tests/test_sentinel.py)."""
+    if sleep_ms:
+        time.sleep(sleep_ms / 1000)
+    line = f"{token} {context.job_id} {context.attempt} {time.time():.3f}\n".encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)

@@ -172,7 +172,7 @@ class EchoMQBackend(compat.BaseTaskBackend):
         text = payload.encode(task.module_path, tuple(args), kwargs, config.max_payload_bytes,
                               extra=extra)
         conn = get_connection()
-        jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes)
+        jobs = Jobs(conn, max_payload_bytes=config.max_payload_bytes, replicas=config.replicas)
         queue = task.queue_name
         minted_ms = admission.mint_ms(conn, admission.uses_outbox(queue, admission.DEFAULT_ROUTE),
                                   queue)

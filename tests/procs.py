@@ -103,12 +103,16 @@ def killing_connections(client, every_s=0.02):
     """While the block runs, ``CLIENT KILL`` every normal connection but
     ``client``'s own every ``every_s`` seconds (a flaky network: a connection
     lives about as long as the handshake and a few commands take under load,
-    so a caller's three tries can all be cut at much shorter periods)."""
+    so a caller's three tries can all be cut at much shorter periods). On a
+    cluster, on every primary."""
+    from tests.nodes import primaries
+
     stop_killing = threading.Event()
 
     def killer():
         while not stop_killing.is_set():
-            client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            for node in primaries(client):
+                node.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
             stop_killing.wait(every_s)
 
     thread = threading.Thread(target=killer)

@@ -34,8 +34,9 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 from .. import durability, signals
 from ..conf import get_config
 from ..connection.resilience import LOST_REPLY_TRIES, repeat_lost
-from ..connection.topology import with_timeout
+from ..connection.topology import node_for, with_timeout
 from ..protocol.jobs import Jobs
+from ..protocol.keyspace import Keyspace
 from ..protocol.records import Outcome
 
 __all__ = ["Route", "admit", "announce", "deliver_entries", "mint_ms"]
@@ -106,15 +107,16 @@ def admit(jobs: Jobs, queue: str, items: Sequence[dict], route: Route = DEFAULT_
 def _send(jobs: Jobs, queue: str, items: Sequence[dict],
           single: Callable[[], Outcome] | None) -> list[Outcome]:
     """Admit now; a repeat after a lost reply answers ``duplicate`` for a job
-    the first try admitted, which is told as what it became."""
-    tries = []
+    the first try admitted, which is told as what it became. The ids are
+    fresh, so a ``duplicate`` can only be such a repeat, ours
+    (``repeat_lost``) or the client's own (redis-py's cluster pipeline sends
+    the commands a dropped connection failed again, one by one)."""
     if single is not None and len(items) == 1:
-        outcomes = [repeat_lost(lambda: tries.append(1) or single())]
+        outcomes = [repeat_lost(single)]
     else:
-        outcomes = repeat_lost(lambda: tries.append(1) or jobs.enqueue_many(queue, items))
-    if len(tries) > 1:
-        outcomes = [_as_admitted(jobs, queue, item["job_id"], outcome)
-                    for item, outcome in zip(items, outcomes)]
+        outcomes = repeat_lost(lambda: jobs.enqueue_many(queue, items))
+    outcomes = [_as_admitted(jobs, queue, item["job_id"], outcome)
+                for item, outcome in zip(items, outcomes)]
     announce(queue, items, outcomes)
     return outcomes
 
@@ -159,7 +161,7 @@ def _write_outbox(queue: str, items: Sequence[dict], alias: str) -> None:
         group=item.get("group"), priority=item.get("priority", 0),
         delay_ms=item.get("delay_ms"), run_at_ms=item.get("run_at_ms")) for item in items])
     ids = [item["job_id"] for item in items]
-    transaction.on_commit(lambda: _deliver_soon(alias, ids), using=alias)
+    transaction.on_commit(lambda: _deliver_soon(alias, queue, ids), using=alias)
 
 
 #: After the server failed an immediate delivery, this process leaves the
@@ -169,7 +171,7 @@ QUIET_AFTER_FAILURE_S = 1.0
 _away_until = 0.0
 
 
-def _deliver_soon(alias: str, job_ids: list[str]) -> None:
+def _deliver_soon(alias: str, queue: str, job_ids: list[str]) -> None:
     """After the commit: admit these entries now, once, if the server
     answered lately; the relay admits them otherwise. Never raises (the rows
     are safe)."""
@@ -183,7 +185,8 @@ def _deliver_soon(alias: str, job_ids: list[str]) -> None:
         with transaction.atomic(using=alias):
             entries = list(OutboxEntry.objects.using(alias).select_for_update(skip_locked=True)
                            .filter(job_id__in=job_ids))
-            deliver_entries(Jobs(_quick_client(get_connection())), entries, alias, tries=1)
+            deliver_entries(Jobs(_quick_client(get_connection(), queue)), entries, alias,
+                            tries=1)
     except Exception as err:  # noqa: BLE001 - the relay delivers what is left
         if isinstance(err, redis.RedisError):
             _away_until = time.monotonic() + QUIET_AFTER_FAILURE_S
@@ -194,18 +197,23 @@ def _deliver_soon(alias: str, job_ids: list[str]) -> None:
 #: accepts connections but does not answer costs an enqueue this, once per
 #: QUIET_AFTER_FAILURE_S.
 QUICK_TIMEOUT_S = 0.25
-_quick: tuple[Any, Any] | None = None
+_quick: tuple[Any, dict] | None = None
 
 
-def _quick_client(conn: Any) -> Any:
-    """A client to ``conn``'s server whose calls give up after
-    :data:`QUICK_TIMEOUT_S` (made once per client)."""
+def _quick_client(conn: Any, queue: str) -> Any:
+    """A client to the server holding ``queue`` (on a cluster, the node owning
+    its slot) whose calls give up after :data:`QUICK_TIMEOUT_S`; made once
+    per client and node."""
     global _quick
     kept = _quick
-    if kept is not None and kept[0] is conn:
-        return kept[1]
-    quick = with_timeout(conn, QUICK_TIMEOUT_S)
-    _quick = (conn, quick)
+    if kept is None or kept[0] is not conn:
+        kept = _quick = (conn, {})
+    key = Keyspace(queue).base
+    node = node_for(conn, key)
+    name = None if node is None else node.name
+    quick = kept[1].get(name)
+    if quick is None:
+        quick = kept[1][name] = with_timeout(conn, QUICK_TIMEOUT_S, key)
     return quick
 
 
@@ -245,7 +253,6 @@ def deliver_entries(jobs: Jobs, entries: Sequence[Any], alias: str,
 def queue_epoch(conn: Any, queue: str) -> str:
     """The queue's epoch (``emq:{q}:epoch``), set now if the server has none
     (first use, or the server lost its data): one ``SET NX GET``."""
-    from ..protocol.keyspace import Keyspace
 
     fresh = secrets.token_hex(8)
     old = conn.set(Keyspace(queue).epoch, fresh, nx=True, get=True)

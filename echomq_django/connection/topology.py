@@ -16,7 +16,7 @@ from typing import Any
 from redis.crc import key_slot
 
 __all__ = ["is_cluster", "by_slot", "connection_kwargs", "close_client", "node_for",
-           "with_timeout"]
+           "keyed_command", "with_timeout"]
 
 
 def is_cluster(client: Any) -> bool:
@@ -62,6 +62,17 @@ def node_for(client: Any, key: str):
     return client.get_node_from_key(key)
 
 
+def keyed_command(target: Any, key: str, *args: Any) -> Any:
+    """``target.execute_command(*args)`` (a client, or queued on a pipeline)
+    for a command whose keys all share ``key``'s slot. On a cluster the
+    command is sent to the node owning ``key``, named up front: redis-py's
+    cluster pipeline refuses EVALSHA, MGET and TIME by name, and would find an
+    EVAL's or EVALSHA's keys with a COMMAND GETKEYS round trip of its own."""
+    if is_cluster(target):
+        return target.execute_command(*args, target_nodes=target.get_node_from_key(key))
+    return target.execute_command(*args)
+
+
 def close_client(client: Any) -> None:
     """Close every connection ``client`` holds (a cluster's on every node)."""
     if is_cluster(client):
@@ -70,26 +81,30 @@ def close_client(client: Any) -> None:
         client.connection_pool.disconnect()
 
 
-def with_timeout(client: Any, timeout_s: float) -> Any:
-    """A new client to ``client``'s server(s) whose connects and reads give up
-    after ``timeout_s`` and are not retried: a one-server client, a Sentinel
-    primary's (found through the same sentinels) or a cluster's (seeded with
-    the cluster's primaries; building it reads the slot map, so it may raise
-    ``redis.RedisError``). Returns ``client`` itself for a client of another
-    kind."""
+def with_timeout(client: Any, timeout_s: float, key: str | None = None) -> Any:
+    """A new client to ``client``'s server whose connects and reads give up
+    after ``timeout_s`` and are not retried: a one-server client, or a
+    Sentinel primary's (found through the same sentinels). For a cluster, a
+    one-server client of the node owning ``key``'s slot (a slot that moved
+    meanwhile answers MOVED, an error: nothing follows it), so a cluster that
+    does not answer costs one timeout, never a slot map read per node. Returns
+    ``client`` itself when it cannot tell (a client of another kind, or a
+    cluster node it has no connection settings for)."""
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
     timeouts = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
     if is_cluster(client):
-        from redis.cluster import ClusterNode, RedisCluster
-
-        kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items()
-                  if k not in ("host", "port", "redis_connect_func", "retry")}
-        nodes = [ClusterNode(n.host, n.port) for n in client.get_primaries()]
-        return RedisCluster(startup_nodes=nodes, retry=Retry(NoBackoff(), 0),
-                            **{**kwargs, **timeouts})
+        node = client.get_node_from_key(key or "emq:{~}:")
+        node_client = getattr(node, "redis_connection", None)
+        pool = getattr(node_client, "connection_pool", None)
+        if pool is None:
+            return client
+        kwargs = {k: v for k, v in pool.connection_kwargs.items()
+                  if k not in ("redis_connect_func", "retry")}
+        return redis.Redis(connection_pool=type(pool)(connection_class=pool.connection_class,
+                                                      **{**kwargs, **timeouts}))
     pool = getattr(client, "connection_pool", None)
     if pool is None:
         return client

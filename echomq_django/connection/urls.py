@@ -156,11 +156,19 @@ def build_client(url: str, **connection_kwargs: Any):
         return redis.Redis.from_url(url, **connection_kwargs)
     kwargs = {**target.kwargs, **connection_kwargs}
     if target.kind == "cluster":
+        from redis.backoff import NoBackoff
         from redis.cluster import ClusterNode, RedisCluster
+        from redis.retry import Retry
 
         kwargs.pop("connection_class", None)
         if target.url.startswith("rediss"):
             kwargs["ssl"] = True
+        # As on one server, a command is not repeated behind our back: a
+        # script repeated after a lost reply must be repeated where the
+        # repeat is known (connection/resilience.py), or a first try that
+        # was written reads as a duplicate. Redirections (MOVED, ASK) are
+        # still followed, and the slot map is read again after an error.
+        kwargs.setdefault("retry", Retry(NoBackoff(), 0))
         return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in target.nodes], **kwargs)
     from redis.sentinel import Sentinel
 

@@ -68,10 +68,11 @@ def time_command(target, queue: str | None = None) -> Any:
     cluster (or a cluster pipeline) as a one-line script keyed by ``queue``'s
     slot (the registry's when None), which runs on the node owning it; else
     the plain command. The reply reads with :func:`time_reply_ms`."""
-    from ..connection.topology import is_cluster
+    from ..connection.topology import is_cluster, keyed_command
 
     if is_cluster(target):
-        return target.execute_command("EVAL", TIME_LUA, 1, _slot_key(queue))
+        key = _slot_key(queue)
+        return keyed_command(target, key, "EVAL", TIME_LUA, 1, key)
     return target.time()
 
 

@@ -35,6 +35,8 @@ from typing import Any, Sequence
 import redis
 
 from .. import exceptions
+from ..connection.topology import keyed_command
+from .keyspace import GLOBAL_BASE
 
 _HEADER_ENTRY = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.\.)?\] (\S+)")
 _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
@@ -275,9 +277,9 @@ def run_many(client: redis.Redis, name: str,
         pipe = client.pipeline(transaction=False)
         for i in todo:
             keys, args = calls[i]
-            # (execute_command: a cluster pipeline refuses the evalsha method,
-            # yet routes the command by its keys.)
-            pipe.execute_command("EVALSHA", src.sha, len(keys), *keys, *args)
+            # (keyed_command: a cluster pipeline refuses the evalsha method.)
+            keyed_command(pipe, keys[0] if keys else GLOBAL_BASE,
+                          "EVALSHA", src.sha, len(keys), *keys, *args)
         answers = pipe.execute(raise_on_error=False)
         missing = [i for i, answer in zip(todo, answers)
                    if isinstance(answer, redis.exceptions.NoScriptError)]

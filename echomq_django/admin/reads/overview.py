@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...connection.topology import keyed_command
 from ...protocol import keyspace, scripts
 from ...protocol.keyspace import Keyspace
 from ...protocol.queues import LIMIT_FIELDS
@@ -119,10 +120,10 @@ def overview(conn, configured: list[str] | tuple[str, ...]) -> Overview:
         queue_counts(pipe, ks)
         pipe.hmget(ks.limits, LIMIT_FIELDS)
         pipe.get(ks.paused)
-        # (execute_command: a cluster pipeline refuses the mget method; the
-        # keys share the queue's slot, so the command is routed whole.)
+        # (keyed_command: a cluster pipeline refuses the mget method; the
+        # keys share the queue's slot.)
         for kind in ("done", "failed", "dead"):
-            pipe.execute_command("MGET", *[ks.stats(kind, m) for m in minutes])
+            keyed_command(pipe, ks.base, "MGET", *[ks.stats(kind, m) for m in minutes])
         pipe.zrange(ks.latency, minutes[0], minutes[-1], byscore=True)
         pipe.zcount(ks.schedule, "-inf", now)
         for b in range(BUCKETS):

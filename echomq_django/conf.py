@@ -113,7 +113,6 @@ from .exceptions import ConfigurationError
 from . import durability
 from .api.backoff import check_backoff
 from .limits import check_limits
-from .protocol.replication import check_replicas
 from .rules import MAX_MS, check_int, check_queue_name
 
 __all__ = ["Config", "get_config", "validate"]
@@ -190,32 +189,6 @@ class Config:
     replicas: Any = None
 
 
-def _check_url(url: Any) -> str | None:
-    """Return why ``url`` is not acceptable, or None (the forms:
-    :mod:`echomq_django.connection.urls`)."""
-    from .connection.urls import check_url
-
-    return check_url(url)
-
-
-def _check_cache(alias: Any) -> str | None:
-    """Return why ``alias`` is not a usable django_redis cache alias, or None."""
-    from django.conf import settings
-
-    if not isinstance(alias, str):
-        return f"CACHE must be a cache alias (a string), got {type(alias).__name__}"
-    caches = getattr(settings, "CACHES", {}) or {}
-    if alias not in caches:
-        return f"CACHE names {alias!r}, which is not in settings.CACHES"
-    backend = caches[alias].get("BACKEND", "")
-    if not isinstance(backend, str) or not backend.startswith("django_redis."):
-        return (
-            f"CACHE names {alias!r}, whose BACKEND {backend!r} is not django_redis "
-            "(for example django_redis.cache.RedisCache)"
-        )
-    return None
-
-
 def validate(raw: Any) -> list[tuple[str, str, str]]:
     """Check a raw ``ECHOMQ`` value without raising.
 
@@ -237,8 +210,10 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
     url, cache = raw.get("URL"), raw.get("CACHE")
     if url is not None and cache is not None:
         problems.append(("echomq.E003", "URL", "URL and CACHE are both set; set exactly one"))
-    for key, value, check, check_id in (("URL", url, _check_url, "echomq.E004"),
-                                        ("CACHE", cache, _check_cache, "echomq.E005")):
+    from .connection.urls import check_cache, check_url
+
+    for key, value, check, check_id in (("URL", url, check_url, "echomq.E004"),
+                                        ("CACHE", cache, check_cache, "echomq.E005")):
         why = check(value) if value is not None else None
         if why:
             problems.append((check_id, key, why))
@@ -274,18 +249,17 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
 
 
 def _check_replicas(raw: dict) -> list[tuple[str, str, str]]:
-    """E018 problems of REPLICAS."""
-    try:
-        replicas = check_replicas(raw.get("REPLICAS"))
-    except (TypeError, ValueError) as err:
-        return [("echomq.E018", "REPLICAS", str(err))]
-    url = raw.get("URL")
-    if replicas is not None and isinstance(url, str) and url.split("://")[0].endswith("+cluster"):
-        # WAIT answers for the writes of its own connection, on one node; the
-        # admission would have to be sent to the node owning the queue.
-        return [("echomq.E018", "REPLICAS", "REPLICAS is not supported with a cluster URL "
-                 "(redis+cluster://) yet")]
-    return []
+    """E018 problems of REPLICAS (the rules: protocol.replication)."""
+    from .protocol.replication import replicas_problem
+
+    problem = replicas_problem(raw.get("REPLICAS"), raw.get("URL"))
+    return [] if problem is None else [("echomq.E018", "REPLICAS", problem)]
+
+
+def _replicas(value: Any) -> Any:
+    from .protocol.replication import check_replicas
+
+    return check_replicas(value)
 
 
 def _check_queues(raw: dict) -> list[tuple[str, str, str]]:
@@ -366,7 +340,7 @@ def _build(raw: dict) -> Config:
                       for q, spec in raw.get("QUEUE_LIMITS", {}).items()},
         **durability.build(raw),
         metrics_token=raw.get("METRICS_TOKEN"),
-        replicas=check_replicas(raw.get("REPLICAS")),
+        replicas=_replicas(raw.get("REPLICAS")),
         **ints,
     )
 

@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, unquote, urlencode
 import redis
 from redis.connection import parse_url
 
-__all__ = ["SCHEMES", "check_url", "build_client", "Target", "parse_target"]
+__all__ = ["SCHEMES", "check_url", "check_cache", "build_client", "Target", "parse_target"]
 
 #: Every accepted scheme (besides the literal "embedded").
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster",
@@ -142,6 +142,25 @@ def check_url(url: Any) -> str | None:
         parse_target(url)
     except ValueError as exc:
         return str(exc)
+    return None
+
+
+def check_cache(alias: Any) -> str | None:
+    """Why ``alias`` is not a usable ``ECHOMQ["CACHE"]`` (a django_redis cache
+    alias in ``settings.CACHES``), or None (``echomq.E005``)."""
+    from django.conf import settings
+
+    if not isinstance(alias, str):
+        return f"CACHE must be a cache alias (a string), got {type(alias).__name__}"
+    caches = getattr(settings, "CACHES", {}) or {}
+    if alias not in caches:
+        return f"CACHE names {alias!r}, which is not in settings.CACHES"
+    backend = caches[alias].get("BACKEND", "")
+    if not isinstance(backend, str) or not backend.startswith("django_redis."):
+        return (
+            f"CACHE names {alias!r}, whose BACKEND {backend!r} is not django_redis "
+            "(for example django_redis.cache.RedisCache)"
+        )
     return None
 
 

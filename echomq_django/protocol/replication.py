@@ -39,7 +39,7 @@ import redis
 from ..exceptions import NotReplicatedError
 from . import scripts
 
-__all__ = ["Replicas", "check_replicas", "run_confirmed", "MAX_TIMEOUT_MS"]
+__all__ = ["Replicas", "check_replicas", "replicas_problem", "run_confirmed", "MAX_TIMEOUT_MS"]
 
 #: The longest wait for replicas an admission may be given (ms).
 MAX_TIMEOUT_MS = 60_000
@@ -71,6 +71,20 @@ def check_replicas(value: Any) -> Replicas | None:
         if not low[key] <= item <= high[key]:
             raise ValueError(f"REPLICAS['{key}'] must be in {low[key]}..{high[key]}, got {item}")
     return Replicas(value["min"], value["timeout_ms"])
+
+
+def replicas_problem(value: Any, url: Any) -> str | None:
+    """Why ``value`` is not an acceptable ``ECHOMQ["REPLICAS"]`` next to
+    ``ECHOMQ["URL"]`` = ``url``, or None (``echomq.E018``)."""
+    try:
+        replicas = check_replicas(value)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    if replicas is not None and isinstance(url, str) and url.split("://")[0].endswith("+cluster"):
+        # WAIT answers for the writes of its own connection, on one node; the
+        # admission would have to be sent to the node owning the queue.
+        return "REPLICAS is not supported with a cluster URL (redis+cluster://) yet"
+    return None
 
 
 def run_confirmed(client: redis.Redis, name: str,

@@ -72,3 +72,18 @@ def test_a_sentinel_client_is_a_plain_redis_client_on_the_service_and_never_conn
     assert pool.connection_kwargs["db"] == 2
     from echomq_django.connection import describe
     assert describe(client) == "redis+sentinel://sentinel.example.invalid:26379/mymaster/2"
+
+
+def test_a_cache_alias_with_a_cluster_client_is_refused_for_the_cluster_url():
+    from django.test import override_settings
+
+    from echomq_django.connection.urls import check_cache
+
+    caches = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+              "c": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://h:1/0",
+                    "OPTIONS": {"REDIS_CLIENT_CLASS": "redis.cluster.RedisCluster"}},
+              "ok": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://h:1/0"}}
+    with override_settings(CACHES=caches):
+        problem = check_cache("c")
+        assert problem is not None and "redis+cluster://" in problem
+        assert check_cache("ok") is None

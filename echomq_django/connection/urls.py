@@ -161,6 +161,13 @@ def check_cache(alias: Any) -> str | None:
             f"CACHE names {alias!r}, whose BACKEND {backend!r} is not django_redis "
             "(for example django_redis.cache.RedisCache)"
         )
+    options = caches[alias].get("OPTIONS") or {}
+    client_class = options.get("REDIS_CLIENT_CLASS", "") if isinstance(options, dict) else ""
+    if "cluster" in str(getattr(client_class, "__name__", client_class)).lower():
+        # django-redis builds one-server pools: every node of the cluster
+        # client would be reached through the one LOCATION names.
+        return (f"CACHE names {alias!r}, whose REDIS_CLIENT_CLASS is a cluster client; "
+                "django-redis has no cluster support: set URL = \"redis+cluster://...\" instead")
     return None
 
 

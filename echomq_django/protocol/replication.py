@@ -95,40 +95,11 @@ def run_confirmed(client: redis.Redis, name: str,
     replicas.timeout_ms`` after the calls in the same pipeline; raises
     NotReplicatedError when fewer replicas confirmed (after the script
     errors, which come first: a refused call wrote nothing)."""
-    src = scripts.source(name)
-    for keys, args in calls:
-        if not (scripts._fits(len(keys), len(src.keys), src.keys_variadic)
-                and scripts._fits(len(args), len(src.argv), src.argv_variadic)):
-            raise TypeError(f"{name}.lua takes KEYS {list(src.keys)} and ARGV {list(src.argv)}; "
-                            f"got {len(keys)} keys and {len(args)} args")
-    replies: list[Any] = [None] * len(calls)
-    todo = list(range(len(calls)))
-    for attempt in range(2):
-        pipe = client.pipeline(transaction=False)
-        for i in todo:
-            keys, args = calls[i]
-            pipe.evalsha(src.sha, len(keys), *keys, *args)
-        pipe.execute_command("WAIT", replicas.min, replicas.timeout_ms)
-        *answers, confirmed = pipe.execute(raise_on_error=False)
-        for i, answer in zip(todo, answers):
-            replies[i] = answer
-        missing = [i for i, answer in zip(todo, answers)
-                   if isinstance(answer, redis.exceptions.NoScriptError)]
-        if not missing or attempt:
-            break
-        # A call refused with NOSCRIPT ran nothing: load the text, send those again.
-        client.script_load(src.text)
-        todo = missing
-    for reply in replies:
-        if isinstance(reply, redis.ResponseError):
-            raise scripts.translate(reply) from None
-        if isinstance(reply, Exception):
-            raise reply
-    if isinstance(confirmed, Exception):
-        raise confirmed
+    replies, confirmed = scripts.run_pipelined(client, name, calls,
+                                               then=("WAIT", replicas.min, replicas.timeout_ms))
     if confirmed < replicas.min:
         raise NotReplicatedError(
             f"{confirmed} of the {replicas.min} replica(s) ECHOMQ['REPLICAS'] asks for "
             f"confirmed the enqueue within {replicas.timeout_ms} ms: the job is on the "
             f"primary and may run, but a failover now may lose it")
-    return [scripts.decode(reply) for reply in replies]
+    return replies

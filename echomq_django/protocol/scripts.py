@@ -265,6 +265,17 @@ def run_many(client: redis.Redis, name: str,
             after it have run all the same).
         redis.RedisError: any other server or connection failure.
     """
+    return run_pipelined(client, name, calls)[0]
+
+
+def run_pipelined(client: redis.Redis, name: str,
+                  calls: Sequence[tuple[Sequence[str], Sequence[Any]]],
+                  then: Sequence[Any] | None = None) -> tuple[list[Any], Any]:
+    """:func:`run_many`, and the command ``then`` (e.g. ``("WAIT", 1, 200)``)
+    queued after the calls in the same pipeline, on the same connection, and
+    sent again with the calls a NOSCRIPT repeats. Returns ``(replies, then's
+    reply)``, the latter None without ``then``. Raises as :func:`run_many`,
+    and what ``then`` raised after that."""
     src = source(name)
     for keys, args in calls:
         if not (_fits(len(keys), len(src.keys), src.keys_variadic)
@@ -273,6 +284,7 @@ def run_many(client: redis.Redis, name: str,
                             f"got {len(keys)} keys and {len(args)} args")
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
+    last = None
     for attempt in range(2):
         pipe = client.pipeline(transaction=False)
         for i in todo:
@@ -280,7 +292,11 @@ def run_many(client: redis.Redis, name: str,
             # (keyed_command: a cluster pipeline refuses the evalsha method.)
             keyed_command(pipe, keys[0] if keys else GLOBAL_BASE,
                           "EVALSHA", src.sha, len(keys), *keys, *args)
+        if then is not None:
+            pipe.execute_command(*then)
         answers = pipe.execute(raise_on_error=False)
+        if then is not None:
+            *answers, last = answers
         missing = [i for i, answer in zip(todo, answers)
                    if isinstance(answer, redis.exceptions.NoScriptError)]
         for i, answer in zip(todo, answers):
@@ -294,7 +310,9 @@ def run_many(client: redis.Redis, name: str,
             raise translate(reply) from None
         if isinstance(reply, Exception):
             raise reply
-    return [decode(reply) for reply in replies]
+    if isinstance(last, Exception):
+        raise last
+    return [decode(reply) for reply in replies], last
 
 
 def _fits(given: int, named: int, variadic: bool) -> bool:

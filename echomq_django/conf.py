@@ -52,8 +52,8 @@ Options (``settings.ECHOMQ`` keys, defaults in brackets):
     1..60000) makes an enqueue return only once ``n`` replicas hold the job
     (``WAIT n ms`` in the enqueue's round trip), and raise NotReplicatedError
     otherwise: what keeps an acknowledged job through a failover
-    (:mod:`echomq_django.protocol.replication`, docs/deployment.md). Not
-    with a cluster URL.
+    (:mod:`echomq_django.protocol.replication`, docs/deployment.md); on a
+    cluster, replicas of the primary owning the queue.
 
 Errors: :func:`get_config` raises
 :class:`~echomq_django.exceptions.ConfigurationError`; :func:`validate`
@@ -93,7 +93,7 @@ stable ids:
   (:mod:`echomq_django.durability`, docs/durability.md).
 - ``echomq.E017`` METRICS_TOKEN is not None or a str of at least 16 characters.
 - ``echomq.E018`` REPLICAS is not None or ``{"min": 1..1000, "timeout_ms":
-  1..60000}``, or is set with a cluster URL.
+  1..60000}``.
 
 Signals emitted: none.
 """
@@ -250,10 +250,11 @@ def validate(raw: Any) -> list[tuple[str, str, str]]:
 
 def _check_replicas(raw: dict) -> list[tuple[str, str, str]]:
     """E018 problems of REPLICAS (the rules: protocol.replication)."""
-    from .protocol.replication import replicas_problem
-
-    problem = replicas_problem(raw.get("REPLICAS"), raw.get("URL"))
-    return [] if problem is None else [("echomq.E018", "REPLICAS", problem)]
+    try:
+        _replicas(raw.get("REPLICAS"))
+    except (TypeError, ValueError) as err:
+        return [("echomq.E018", "REPLICAS", str(err))]
+    return []
 
 
 def _replicas(value: Any) -> Any:

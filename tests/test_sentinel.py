@@ -529,12 +529,10 @@ def test_a_bad_replicas_setting_is_e018(value, text):
     assert message.startswith(text), message
 
 
-def test_replicas_with_a_cluster_url_is_e018():
+def test_replicas_is_accepted_with_every_url_form():
     from echomq_django.conf import validate
 
     assert validate({"URL": "redis+cluster://127.0.0.1:7000",
-                     "REPLICAS": {"min": 1, "timeout_ms": 100}}) == [
-        ("echomq.E018", "REPLICAS", "REPLICAS is not supported with a cluster URL "
-                                    "(redis+cluster://) yet")]
+                     "REPLICAS": {"min": 1, "timeout_ms": 100}}) == []
     assert validate({"URL": "redis+sentinel://127.0.0.1:26379/svc",
                      "REPLICAS": {"min": 1, "timeout_ms": 100}}) == []

@@ -36,10 +36,11 @@ from typing import Any, NamedTuple, Sequence
 
 import redis
 
+from ..connection.topology import is_cluster
 from ..exceptions import NotReplicatedError
 from . import scripts
 
-__all__ = ["Replicas", "check_replicas", "replicas_problem", "run_confirmed", "MAX_TIMEOUT_MS"]
+__all__ = ["Replicas", "check_replicas", "run_confirmed", "MAX_TIMEOUT_MS"]
 
 #: The longest wait for replicas an admission may be given (ms).
 MAX_TIMEOUT_MS = 60_000
@@ -73,20 +74,6 @@ def check_replicas(value: Any) -> Replicas | None:
     return Replicas(value["min"], value["timeout_ms"])
 
 
-def replicas_problem(value: Any, url: Any) -> str | None:
-    """Why ``value`` is not an acceptable ``ECHOMQ["REPLICAS"]`` next to
-    ``ECHOMQ["URL"]`` = ``url``, or None (``echomq.E018``)."""
-    try:
-        replicas = check_replicas(value)
-    except (TypeError, ValueError) as err:
-        return str(err)
-    if replicas is not None and isinstance(url, str) and url.split("://")[0].endswith("+cluster"):
-        # WAIT answers for the writes of its own connection, on one node; the
-        # admission would have to be sent to the node owning the queue.
-        return "REPLICAS is not supported with a cluster URL (redis+cluster://) yet"
-    return None
-
-
 def run_confirmed(client: redis.Redis, name: str,
                   calls: Sequence[tuple[Sequence[str], Sequence[Any]]],
                   replicas: Replicas) -> list[Any]:
@@ -94,9 +81,27 @@ def run_confirmed(client: redis.Redis, name: str,
     (same arguments, replies and errors) with ``WAIT replicas.min
     replicas.timeout_ms`` after the calls in the same pipeline; raises
     NotReplicatedError when fewer replicas confirmed (after the script
-    errors, which come first: a refused call wrote nothing)."""
-    replies, confirmed = scripts.run_pipelined(client, name, calls,
-                                               then=("WAIT", replicas.min, replicas.timeout_ms))
+    errors, which come first: a refused call wrote nothing).
+
+    On a cluster the calls (all of one queue, so of one slot) and the WAIT go
+    to the node owning the slot, on one of its connections: WAIT counts the
+    replicas of that primary. A slot that moved meanwhile answers MOVED (or
+    ASK) before any script runs: the slot map is read again and the calls
+    sent once more."""
+    then = ("WAIT", replicas.min, replicas.timeout_ms)
+    if not is_cluster(client):
+        replies, confirmed = scripts.run_pipelined(client, name, calls, then=then)
+    else:
+        key = calls[0][0][0]
+        for attempt in range(2):
+            node = client.get_redis_connection(client.get_node_from_key(key))
+            try:
+                replies, confirmed = scripts.run_pipelined(node, name, calls, then=then)
+                break
+            except redis.ResponseError as err:
+                if attempt or not str(err).startswith(("MOVED ", "ASK ")):
+                    raise
+                client.nodes_manager.initialize()
     if confirmed < replicas.min:
         raise NotReplicatedError(
             f"{confirmed} of the {replicas.min} replica(s) ECHOMQ['REPLICAS'] asks for "

@@ -76,18 +76,28 @@ class Outage:
 
     A dropped connection that the next attempt repairs (a ``CLIENT KILL``, a
     proxy's idle timeout) is not an outage and is not logged; failures that go
-    on for :data:`QUIET_S` are, once, and their end once.
+    on for :data:`QUIET_S` are, once, and their end once: the first success
+    once no failure has come for ``hold_s`` (0: the first success). On a
+    cluster runechomq holds for :data:`HOLD_S`, which keeps a partial outage
+    one outage (a node down while the others answer: calls to it fail every
+    backoff, calls to the others succeed in between).
     """
 
     #: How long failures must go on before they are logged as an outage (s).
     QUIET_S = 0.5
+    #: How long after its last failure a logged outage ends on a cluster (s);
+    #: above the Backoff cap, the longest a failing caller waits to try again.
+    HOLD_S = 2.5
 
-    def __init__(self, where: str = "the server") -> None:
+    def __init__(self, where: str = "the server", hold_s: float = 0.0) -> None:
         self.where = where
+        self.hold_s = hold_s
         self._lock = threading.Lock()
         self._since: float | None = None
         self._first: BaseException | None = None
         self._logged = False
+        self._last = 0.0                       # the latest failure (monotonic)
+        self._recovered: float | None = None   # the first success after it
 
     @property
     def down(self) -> bool:
@@ -97,6 +107,7 @@ class Outage:
         """A call failed for a passing reason; log it if this is an outage."""
         now = time.monotonic()
         with self._lock:
+            self._last, self._recovered = now, None
             if self._since is None:
                 self._since, self._first = now, err
                 return
@@ -111,12 +122,20 @@ class Outage:
         """A call succeeded; log it if this ends an outage."""
         if self._since is None:
             return
+        now = time.monotonic()
         with self._lock:
             since, logged = self._since, self._logged
-            self._since, self._first, self._logged = None, None, False
-        if since is not None and logged:
-            log.warning("%s is available again after %.1f s", self.where,
-                        time.monotonic() - since)
+            if since is None:
+                return
+            if logged:
+                if self._recovered is None:
+                    self._recovered = now
+                if now - self._last < self.hold_s:
+                    return
+            recovered = self._recovered or now
+            self._since, self._first, self._logged, self._recovered = None, None, False, None
+        if logged:
+            log.warning("%s is available again after %.1f s", self.where, recovered - since)
 
 
 def persist(call: Callable[[], T], *, deadline: float, outage: Outage,

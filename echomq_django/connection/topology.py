@@ -11,12 +11,12 @@ owning the queue (:mod:`echomq_django.protocol.clock`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from redis.crc import key_slot
 
 __all__ = ["is_cluster", "by_slot", "connection_kwargs", "close_client", "node_for",
-           "keyed_command", "with_timeout"]
+           "keyed_command", "load_script", "with_timeout"]
 
 
 def is_cluster(client: Any) -> bool:
@@ -71,6 +71,19 @@ def keyed_command(target: Any, key: str, *args: Any) -> Any:
     if is_cluster(target):
         return target.execute_command(*args, target_nodes=target.get_node_from_key(key))
     return target.execute_command(*args)
+
+
+def load_script(client: Any, text: str, keys: Sequence[str]) -> None:
+    """SCRIPT LOAD ``text`` where calls keyed by ``keys`` run: on one server,
+    there; on a cluster, on the node owning each key's slot only (loading on
+    every primary would fail while one of them is away, and with it the
+    calls to the healthy ones)."""
+    if not is_cluster(client):
+        client.script_load(text)
+        return
+    nodes = {client.get_node_from_key(key).name: client.get_node_from_key(key) for key in keys}
+    for node in nodes.values():
+        client.execute_command("SCRIPT LOAD", text, target_nodes=node)
 
 
 def close_client(client: Any) -> None:

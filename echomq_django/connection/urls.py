@@ -32,7 +32,8 @@ from urllib.parse import parse_qsl, unquote, urlencode
 import redis
 from redis.connection import parse_url
 
-__all__ = ["SCHEMES", "check_url", "check_cache", "build_client", "Target", "parse_target"]
+__all__ = ["SCHEMES", "check_url", "check_cache", "build_client", "Target", "parse_target",
+           "redacted"]
 
 #: Every accepted scheme (besides the literal "embedded").
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster",
@@ -69,7 +70,7 @@ def _hosts(netloc: str, scheme: str) -> list[tuple[str, int]]:
     return nodes
 
 
-def _redacted(url: str) -> str:
+def redacted(url: str) -> str:
     """``url`` with the password of its ``user:password@`` replaced by
     ``***``, for messages (manage.py check prints them)."""
     scheme, sep, rest = url.partition("://")
@@ -85,7 +86,7 @@ def parse_target(url: str) -> Target:
     scheme, sep, rest = url.partition("://")
     if not sep or scheme not in SCHEMES:
         raise ValueError("URL must use scheme " + ", ".join(f"{s}://" for s in SCHEMES)
-                         + f', or be the literal "embedded", got {_redacted(url)!r}')
+                         + f', or be the literal "embedded", got {redacted(url)!r}')
     if "+" not in scheme:
         try:
             parse_url(url)  # redis-py's own checks
@@ -104,7 +105,7 @@ def parse_target(url: str) -> Target:
     if kind == "sentinel":
         if not segments:
             raise ValueError(f"URL {scheme}:// wants the service name as its path "
-                             f"(host:port/mymaster[/db]), got {_redacted(url)!r}")
+                             f"(host:port/mymaster[/db]), got {redacted(url)!r}")
         service, segments = segments[0], segments[1:]
     if len(segments) > 1 or (segments and not segments[0].isdigit()):
         after = "the service name" if kind == "sentinel" else "the hosts"

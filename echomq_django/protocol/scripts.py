@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import redis
 
 from .. import exceptions
-from ..connection.topology import keyed_command
+from ..connection.topology import keyed_command, load_script
 from .keyspace import GLOBAL_BASE
 
 _HEADER_ENTRY = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.\.)?\] (\S+)")
@@ -220,7 +220,7 @@ def run(client: redis.Redis, name: str, keys: Sequence[str], args: Sequence[Any]
             # The server has not seen the text yet (a new server, a SCRIPT
             # FLUSH, a restart): send it once and call again. A call refused
             # with NOSCRIPT ran nothing, so calling again is safe.
-            client.script_load(src.text)
+            load_script(client, src.text, [keys[0] if keys else GLOBAL_BASE])
             reply = _evalsha(client, src.sha, keys, args)
     except redis.ResponseError as err:
         raise translate(err) from None
@@ -303,7 +303,8 @@ def run_pipelined(client: redis.Redis, name: str,
             replies[i] = answer
         if not missing or attempt:
             break
-        client.script_load(src.text)
+        load_script(client, src.text,
+                    [calls[i][0][0] if calls[i][0] else GLOBAL_BASE for i in missing])
         todo = missing
     for reply in replies:
         if isinstance(reply, redis.ResponseError):

@@ -21,10 +21,10 @@ import time
 from ..connection.resilience import Backoff, Outage, passing, persist
 from ..protocol.jobs import Jobs
 from ..protocol.records import Claim
-from ..protocol.tokens import new_token
 from ..rules import check_int
 from . import observe
 from .books import Books
+from .claim_round import ClaimRound
 from .finisher import Finisher, Hooks
 from .lease_keeper import LeaseKeeper
 from .outcome import Retention, Runner
@@ -250,35 +250,9 @@ class Consumer:
         self._hand_off(rest)
         self.books.settled(freed, reserved, claimed)
 
-    def _claim_all(self, room: int, tokens: dict[str, str], claims: list[Claim],
-                   queues: list[str] | None = None) -> float | None:
-        """Claim up to ``room`` jobs, queue after queue in order, appending to
-        ``claims`` as each queue answers (so a later queue's failure keeps
-        what the earlier ones leased). Returns, when a rate limit held work
-        back, how long until a token is due (s), else None.
-
-        ``tokens`` holds each queue's batch token: a token is used for one
-        queue only, and a queue whose claim leased jobs gets a fresh one at
-        once. A queue whose claim raised keeps its token, so the next round
-        repeats that claim with it and, if the lost reply had leased jobs,
-        answers the same leases (docs/protocol.md, "Fencing tokens").
-        """
-        wait_s = None
-        for queue in queues or self.queues:
-            got, wait_ms = self.jobs.claim_many(queue, self.name, self.lease_ms,
-                                                room - len(claims), token=tokens[queue])
-            if got:
-                tokens[queue] = new_token()
-                claims.extend(got)
-            if wait_ms is not None:
-                wait_s = wait_ms / 1000 if wait_s is None else min(wait_s, wait_ms / 1000)
-            if len(claims) >= room:
-                break
-        return wait_s
-
     def _fetch(self) -> None:
         backoff = Backoff()
-        tokens = {queue: new_token() for queue in self.queues}
+        rounds = ClaimRound(self.jobs, self.name, self.lease_ms, self.queues)
         # After a wake marker, only the queue that pushed it is claimed (the
         # others had nothing a moment ago; their own markers wake us for them).
         woken: str | None = None
@@ -292,7 +266,7 @@ class Consumer:
                 claims: list[Claim] = []
                 queues, woken = ([woken] if woken else self.queues), None
                 try:
-                    wait_s = self._claim_all(room, tokens, claims, queues)
+                    wait_s = rounds.run(room, claims, queues)
                 except Exception as err:  # noqa: BLE001 - a lost server must not kill the fetcher
                     self.books.unreserve(room - len(claims))
                     self._hand_off(claims)
@@ -302,11 +276,16 @@ class Consumer:
                         log.exception("claim failed")
                         # Such a claim is not repeated, so its token is
                         # retired rather than left for another claim.
-                        tokens = {queue: new_token() for queue in self.queues}
+                        rounds.retire_tokens()
                     self.stop.wait(backoff.next_s())
                     continue
-                self.outage.ok()
+                if rounds.partial is not None:
+                    self.outage.failed(rounds.partial)   # a node away, the others not
+                else:
+                    self.outage.ok()
                 backoff.reset()
+                if rounds.retry_s is not None:   # come back for the queues left out
+                    wait_s = rounds.retry_s if wait_s is None else min(wait_s, rounds.retry_s)
                 self.books.unreserve(room - len(claims))
                 if claims:
                     self._hand_off(claims)

@@ -25,6 +25,8 @@ from django.db import connections
 from ..conf import get_config
 from ..connection import describe, get_connection, reset_connection
 from ..connection.resilience import Outage, persist
+from ..connection.topology import is_cluster
+from ..connection.urls import redacted
 from ..exceptions import ConfigurationError
 from ..rules import check_int
 from .consumer import Consumer, Retention
@@ -85,8 +87,10 @@ class Supervisor:
         """This process's view of the server, shared by its threads (one log
         line per outage); a forked child gets its own."""
         if self._outage is None or self._outage[0] != os.getpid():
-            where = f"the EchoMQ server at {describe(get_connection())}"
-            self._outage = (os.getpid(), Outage(where))
+            client = get_connection()
+            where = f"the EchoMQ server at {describe(client)}"
+            hold_s = Outage.HOLD_S if is_cluster(client) else 0.0
+            self._outage = (os.getpid(), Outage(where, hold_s=hold_s))
         return self._outage[1]
 
     # -- signals -----------------------------------------------------------
@@ -185,7 +189,15 @@ class Supervisor:
         cannot be reached within PING_PERSIST_S or refuses the connection (a
         wrong password, a db index it lacks).
         """
-        client = get_connection()
+        from redis.exceptions import RedisClusterException
+
+        try:
+            client = get_connection()
+        except (redis.RedisError, RedisClusterException, TypeError, ValueError) as err:
+            # Building a cluster client reads the slot map at once: a node that
+            # refuses, a wrong password, a bad option fail here.
+            url = redacted(get_config().url or f"CACHE {get_config().cache!r}")
+            raise ConfigurationError(f"cannot use the EchoMQ server at {url}: {err}") from None
         try:
             # A connection dropped under the PING (a CLIENT KILL, a proxy's
             # reset) is tried again for up to PING_PERSIST_S; a refused or
@@ -193,7 +205,7 @@ class Supervisor:
             # does not pass (a wrong password, a missing db) at once.
             persist(client.ping, deadline=time.monotonic() + PING_PERSIST_S,
                     outage=self.outage())
-        except redis.RedisError as err:
+        except (redis.RedisError, RedisClusterException) as err:
             raise ConfigurationError(
                 f"cannot use the EchoMQ server at {describe(client)}: {err}") from None
 

@@ -87,3 +87,22 @@ def test_a_cache_alias_with_a_cluster_client_is_refused_for_the_cluster_url():
         problem = check_cache("c")
         assert problem is not None and "redis+cluster://" in problem
         assert check_cache("ok") is None
+
+
+@pytest.mark.parametrize("url, nodes", [
+    ("redis+cluster://[::1]:7401,[fe80::2]", (("::1", 7401), ("fe80::2", 6379))),
+    ("redis+sentinel://[::1]:7510/svc/0", (("::1", 7510),)),
+    ("redis+cluster://h1", (("h1", 6379),)),
+])
+def test_ipv6_addresses_and_default_ports(url, nodes):
+    assert parse_target(url).nodes == nodes
+
+
+@pytest.mark.parametrize("url, words", [
+    ("redis+cluster://h:1?db=3", "database 3"),
+    ("redis+cluster://h:\uff17\uff14", "host:port"),     # fullwidth digits
+    ("redis+cluster://h:1, g:2", "host:port"),           # a space before a host
+])
+def test_more_malformed_cluster_urls(url, words):
+    problem = check_url(url)
+    assert problem is not None and words in problem, problem

@@ -58,13 +58,17 @@ class Target:
 
 
 def _hosts(netloc: str, scheme: str) -> list[tuple[str, int]]:
+    """The ``host:port`` list (``[v6]:port`` for an IPv6 address; the port
+    defaults to 6379, 26379 for sentinels)."""
     nodes = []
     for part in netloc.split(","):
-        host, sep, port = part.strip().rpartition(":")
-        if not sep:
-            host, port = part.strip(), "6379" if "sentinel" not in scheme else "26379"
-        host = host.strip("[]")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        host, sep, port = part.rpartition(":")
+        if not sep or part.endswith("]"):   # no port (an IPv6 address ends in "]")
+            host, port = part, "6379" if "sentinel" not in scheme else "26379"
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if (not host or host != host.strip() or not port.isascii() or not port.isdigit()
+                or not 0 < int(port) < 65536):
             raise ValueError(f"URL {scheme}:// wants host:port[,host:port...], got {part!r}")
         nodes.append((host, int(port)))
     return nodes
@@ -112,11 +116,13 @@ def parse_target(url: str) -> Target:
         raise ValueError(f"URL {scheme}:// takes at most one path segment after {after}, "
                          f"the database number, got {path!r}")
     db = int(segments[0]) if segments else 0
-    if kind == "cluster" and db != 0:
+    if kind == "cluster" and (db != 0 or options.get("db", "0") != "0"):
+        db = db or options.get("db")
         raise ValueError(f"URL {scheme}:// names database {db}, but a cluster has database 0 only")
     # redis-py's parse_url converts the credentials and query options; the
     # hosts are ours.
-    single = f"{base}://{userinfo}{at}{nodes[0][0]}:{nodes[0][1]}/{db}"
+    host = f"[{nodes[0][0]}]" if ":" in nodes[0][0] else nodes[0][0]
+    single = f"{base}://{userinfo}{at}{host}:{nodes[0][1]}/{db}"
     if options:
         single += "?" + urlencode(options)
     kwargs = parse_url(single)

@@ -12,6 +12,7 @@ from echomq_django import Jobs
 from echomq_django.api import payload
 from echomq_django.connection.resilience import Backoff
 from echomq_django.protocol.keyspace import Keyspace
+from echomq_django.runtime.claim_round import ClaimRound
 from echomq_django.runtime.consumer import Consumer, Retention
 from tests.procs import state_of, wait_for
 from tests.testapp import jobs as testjobs
@@ -63,15 +64,16 @@ def test_a_queue_whose_claim_reply_was_lost_answers_the_same_lease_next_round(
     first, second = two_queues
     handle = testjobs.add.using(queue=second).enqueue(1, 2)
     consumer = _consumer(conn, two_queues, concurrency=2)
-    tokens = {first: "lost-reply-a", second: "lost-reply-b"}
+    rounds = ClaimRound(jobs, consumer.name, 60_000, list(two_queues))
+    rounds.tokens = tokens = {first: "lost-reply-a", second: "lost-reply-b"}
     # The fetcher's claim on the second queue ran on the server but its reply
     # never arrived: the server holds the lease for the queue's token.
     (lost,), _ = jobs.claim_many(second, consumer.name, 60_000, 2, token=tokens[second])
     claims: list = []
-    consumer._claim_all(2, tokens, claims)
+    rounds.run(2, claims)
     assert [(c.job_id, c.token) for c in claims] == [(handle.job_id, lost.token)]
-    assert tokens[first] == "lost-reply-a"          # it claimed nothing: kept
-    assert tokens[second] != "lost-reply-b"         # it answered a lease: never used again
+    assert rounds.tokens[first] == "lost-reply-a"      # it claimed nothing: kept
+    assert rounds.tokens[second] != "lost-reply-b"     # it answered a lease: never used again
 
 
 def test_a_queue_whose_claim_fails_keeps_the_jobs_earlier_queues_claimed(

@@ -135,3 +135,28 @@ def test_a_wake_marker_names_the_queue_that_has_work(conn, redis_client, two_que
     assert consumer._wait_for_work(None, Backoff()) == two_queues[1]
     redis_client.lpush(Keyspace(two_queues[0]).wake, "1")
     assert consumer._wait_for_work(None, Backoff()) == two_queues[0]
+
+
+def test_a_claim_round_leaves_a_queue_that_failed_out_for_its_backoff(two_queues):
+    """A queue whose claim fails for a passing reason is not asked again until
+    its backoff ends; a round in which every queue was left out raises
+    nothing and says it heard nothing (the fetcher then reports neither an
+    outage's end nor a new failure)."""
+    import socket
+
+    with socket.socket() as sock:                 # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    # Refused at once and not retried, so the second round comes well within
+    # the first backoff (at least 25 ms).
+    away = redis.Redis(port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    rounds = ClaimRound(Jobs(away), "w", 60_000, list(two_queues))
+    with pytest.raises(redis.ConnectionError):
+        rounds.run(2, [])                         # every queue asked failed
+    claims: list = []
+    assert rounds.run(2, claims) is None          # both left out: nothing asked
+    assert (claims, rounds.answered, rounds.partial) == ([], False, None)
+    assert 0 < rounds.retry_s <= Backoff().cap_s

@@ -34,6 +34,9 @@ class ClaimRound:
         self.partial: BaseException | None = None
         #: Seconds until the earliest queue left out is asked again, or None.
         self.retry_s: float | None = None
+        #: Whether some queue answered the last round (False when every queue
+        #: asked was left out: the round says nothing of the server).
+        self.answered = False
 
     def retire_tokens(self) -> None:
         """New tokens for every queue (after a claim failed for a reason that
@@ -57,7 +60,7 @@ class ClaimRound:
         wait_s = None
         self.partial, self.retry_s = None, None
         failed: BaseException | None = None
-        answered = False
+        self.answered = answered = False
         now = time.monotonic()
         for queue in queues or self.queues:
             away = self._away.get(queue)
@@ -89,6 +92,7 @@ class ClaimRound:
             if not answered:
                 raise failed
             self.partial = failed
+        self.answered = answered
         return wait_s
 
     def _retry_in(self, delay_s: float) -> None:

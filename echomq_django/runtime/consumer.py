@@ -281,9 +281,9 @@ class Consumer:
                     continue
                 if rounds.partial is not None:
                     self.outage.failed(rounds.partial)   # a node away, the others not
-                else:
+                elif rounds.answered:   # (not when every queue was left out)
                     self.outage.ok()
-                backoff.reset()
+                    backoff.reset()
                 if rounds.retry_s is not None:   # come back for the queues left out
                     wait_s = rounds.retry_s if wait_s is None else min(wait_s, rounds.retry_s)
                 self.books.unreserve(room - len(claims))

@@ -106,3 +106,16 @@ def test_ipv6_addresses_and_default_ports(url, nodes):
 def test_more_malformed_cluster_urls(url, words):
     problem = check_url(url)
     assert problem is not None and words in problem, problem
+
+
+def test_a_cluster_no_node_of_which_answers_is_an_outage_that_passes():
+    """runechomq's threads ride it out as they ride out one server away; a
+    command across slots is a bug of ours and does not pass."""
+    from redis.exceptions import RedisClusterException
+
+    from echomq_django.connection.resilience import passing
+
+    with pytest.raises(RedisClusterException) as away:
+        build_client("redis+cluster://127.0.0.1:1?socket_connect_timeout=0.5")
+    assert passing(away.value)
+    assert not passing(RedisClusterException("BLPOP - all keys must map to the same key slot"))

@@ -48,6 +48,10 @@ def passing(err: BaseException) -> bool:
     """True for a failure that passes on its own (see the module doc)."""
     if isinstance(err, _PASSING_CLASSES):
         return True
+    if isinstance(err, redis.exceptions.RedisClusterException):
+        # No node of the cluster answered (redis-py's word for a cluster that
+        # is away); its other errors are ours (a command across slots).
+        return "cannot be connected" in str(err)
     if isinstance(err, redis.ResponseError):
         code = getattr(err, "status_code", None) or str(err).split(" ", 1)[0]
         return code in PASSING_CODES

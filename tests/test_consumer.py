@@ -4,6 +4,7 @@ it uses fencing tokens across queues (docs/protocol.md, "Fencing tokens")."""
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 import redis
@@ -160,3 +161,56 @@ def test_a_claim_round_leaves_a_queue_that_failed_out_for_its_backoff(two_queues
     assert rounds.run(2, claims) is None          # both left out: nothing asked
     assert (claims, rounds.answered, rounds.partial) == ([], False, None)
     assert 0 < rounds.retry_s <= Backoff().cap_s
+
+
+def test_a_finish_waits_for_the_outcomes_of_the_other_running_handlers(start_valkey,
+                                                                       monkeypatch):
+    """The sender lingers (LINGER_S, here stretched so the test never races
+    the scheduler) while fewer outcomes wait than handlers run: two handlers'
+    outcomes ride one finish call, not two."""
+    import threading
+
+    from echomq_django.protocol.records import Finish
+    from echomq_django.runtime import finisher as finisher_mod
+
+    monkeypatch.setattr(finisher_mod, "LINGER_S", 5.0)
+    url, _ = start_valkey()
+    conn = redis.Redis.from_url(url)
+    jobs = Jobs(conn)
+    running = [1]
+    fin = finisher_mod.Finisher(jobs, consumer="w", lease_ms=60_000,
+                                keep=(60_000, 60_000, 100),
+                                hooks=finisher_mod.Hooks(running=lambda: running[0]))
+    # One finish first, alone, so the script is loaded before the count.
+    jobs.enqueue("q", "JOB-W", "{}")
+    [warm], _ = jobs.claim_many("q", "w", 60_000, 1, token="t0")
+    assert fin.record(warm, Finish("ack", warm.job_id, warm.token, None), lease_s=5) == "done"
+    for n in range(2):
+        jobs.enqueue("q", f"JOB-{n}", "{}")
+    claims, _ = jobs.claim_many("q", "w", 60_000, 2, token="t1")
+    running[0] = 2
+    observer = redis.Redis.from_url(url)
+    before = _script_calls(observer)
+    states = {}
+
+    def record(claim, delay_s):
+        time.sleep(delay_s)
+        states[claim.job_id] = fin.record(claim, Finish("ack", claim.job_id, claim.token, None),
+                                          lease_s=5)
+
+    threads = [threading.Thread(target=record, args=(c, d)) for c, d in zip(claims, (0, 0.05))]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert states == {c.job_id: "done" for c in claims}
+    assert _script_calls(observer) - before == 1                 # one finish for both
+    assert time.monotonic() - started < 2                       # it waited for the second only
+    # With one handler running there is nobody to wait for.
+    running[0] = 1
+    jobs.enqueue("q", "JOB-9", "{}")
+    [claim], _ = jobs.claim_many("q", "w", 60_000, 1, token="t2")
+    started = time.monotonic()
+    assert fin.record(claim, Finish("ack", claim.job_id, claim.token, None), lease_s=5) == "done"
+    assert time.monotonic() - started < 1

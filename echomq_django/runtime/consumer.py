@@ -93,7 +93,8 @@ class Consumer:
         self.finisher = Finisher(
             self.jobs, consumer=self.name, lease_ms=lease_ms, outage=self.outage,
             keep=(retention.result_ttl_ms, retention.dead_ttl_ms, retention.dead_max),
-            hooks=Hooks(reserve=self._reserve_on_finish, settled=self._settled_by_finish))
+            hooks=Hooks(reserve=self._reserve_on_finish, settled=self._settled_by_finish,
+                        running=self.slots.__len__))
         self.runner = Runner(self.jobs, lease_ms=lease_ms, retention=retention, slots=self.slots,
                              outage=self.outage, finisher=self.finisher)
         #: Process mode: replace this process when a job overruns its time limit.

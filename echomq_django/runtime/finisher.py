@@ -7,7 +7,9 @@ in one ``jobs/finish`` per queue, every outcome waiting at that moment (its
 own and those of threads that finished meanwhile), and asks the same call for
 as many new jobs as that frees (a combining send: no thread of its own, no
 hop at concurrency 1, and the busier the process, the more outcomes ride one
-call). The threads whose outcomes it carried are woken with their answers
+call). While fewer outcomes wait than handlers are running a job, the sender
+lingers up to :data:`LINGER_S` for theirs, so a call carries about one
+outcome per handler. The threads whose outcomes it carried are woken with their answers
 (and the jobs claimed for them); a thread that arrives during a send waits,
 and the first of those is woken to send next. Each waiting thread blocks on
 a lock of its own, so a wake-up is never spurious.
@@ -34,7 +36,10 @@ from ..protocol.records import Claim, Finish
 from ..protocol.tokens import new_token
 from .slots import Slot
 
-__all__ = ["Finisher", "Hooks"]
+__all__ = ["Finisher", "Hooks", "LINGER_S"]
+
+#: The longest a finish waits for the other running handlers' outcomes (s).
+LINGER_S = 0.0003
 
 
 @dataclass
@@ -50,6 +55,8 @@ class Hooks:
     """
 
     reserve: Callable[[str, int], int] = lambda queue, freeing: 0
+    #: How many handlers are running a job now (their outcomes may come soon).
+    running: Callable[[], int] = lambda: 0
     settled: Callable[[int, int, int, list[Claim]], None] = \
         lambda freed, reserved, claimed, rest: None
 
@@ -88,6 +95,7 @@ class Finisher:
         self.hooks = hooks or Hooks()
         self.outage = outage or Outage()
         self._mutex = threading.Lock()
+        self._arrived = threading.Condition(self._mutex)
         self._waiting: list[_Request] = []
         self._sending = False
 
@@ -111,8 +119,10 @@ class Finisher:
             if self._sending:
                 request.lock = threading.Lock()
                 request.lock.acquire()
+                self._arrived.notify()
             else:
                 self._sending = True
+                self._linger()
         if request.lock is not None:
             # Released once answered, or to make this thread the next sender.
             request.lock.acquire()
@@ -120,6 +130,19 @@ class Finisher:
                 return _answer(request)
         self._send_waiting()
         return _answer(request)
+
+    def _linger(self) -> None:
+        """(Holding the mutex, about to send.) Wait up to LINGER_S for the
+        outcomes of the other running handlers, so that one call carries
+        them: at concurrency c with short jobs, about c outcomes a call
+        instead of alternating 1 and c - 1."""
+        deadline = None
+        while len(self._waiting) < self.hooks.running():
+            now = time.monotonic()
+            deadline = deadline or now + LINGER_S
+            if now >= deadline:
+                return
+            self._arrived.wait(deadline - now)
 
     def _send_waiting(self) -> None:
         """Send every waiting outcome, wake their threads with the answers, and

@@ -378,8 +378,18 @@ def test_runechomq_carries_on_through_a_failover_and_loses_no_acknowledged_job(
             promoted_at = time.time()
             group.rejoin(tmp_path / "rejoined")
             rejoined_at = time.time()
-            wait_for(lambda: sum(at >= killed_at for *_, at in enqueuer.acked) >= AFTER_KILL,
-                     timeout=15)
+            try:
+                wait_for(lambda: sum(at >= killed_at for *_, at in enqueuer.acked) >= AFTER_KILL,
+                         timeout=15)
+            except AssertionError:
+                # Say what the enqueues met (the next failure is diagnosable).
+                answered = sum(at >= killed_at for *_, at in enqueuer.acked)
+                raise AssertionError(
+                    f"{answered} enqueues answered in 15 s after the rejoin (promoted "
+                    f"{promoted_at - killed_at:.2f} s, rejoined {rejoined_at - killed_at:.2f} s "
+                    f"after the kill); enqueuer alive {enqueuer.is_alive()}, "
+                    f"{len(enqueuer.refused)} refused, the last: {enqueuer.refused[-5:]}; "
+                    f"master now {group.master_port()}") from None
         finally:
             enqueuer.halt.set()
             enqueuer.join()

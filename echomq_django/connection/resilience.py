@@ -175,13 +175,21 @@ def repeat_lost(call: Callable[[], T], tries: int = LOST_REPLY_TRIES) -> T:
     come here (an admission with its id: a repeat answers ``duplicate``).
     Other errors, OOM included, are raised at once: the caller decides.
 
-    Raises the last ConnectionError or TimeoutError when every try failed.
+    Raises the last ConnectionError or TimeoutError when every try failed (a
+    cluster that no node answered, as redis-py's ``RedisClusterException``
+    says while it reads the slot map again, is such a ConnectionError).
     """
     for attempt in range(tries):
         try:
             return call()
-        except (redis.ConnectionError, redis.TimeoutError):
-            if attempt == tries - 1:
+        except (redis.ConnectionError, redis.TimeoutError,
+                redis.exceptions.RedisClusterException) as err:
+            lost = isinstance(err, (redis.ConnectionError, redis.TimeoutError))
+            if not lost and not passing(err):
                 raise
+            if attempt == tries - 1:
+                if lost:
+                    raise
+                raise redis.ConnectionError(str(err)) from err
             time.sleep(0.05 * (attempt + 1))
     raise AssertionError("unreachable")

@@ -139,8 +139,6 @@ class JobFunction:
 
     def effective(self) -> tuple[int, tuple, int]:
         """``(max_attempts, backoff policy, lease_ms)``, settings filling the gaps."""
-        from ..conf import get_config
-
         config = get_config()
         cached = self.__dict__.get("_effective")
         if cached is not None and cached[0] is config:

@@ -166,9 +166,14 @@ def _node_name(conn, queue: str | None) -> str:
 
 
 def _clock(conn, queue: str | None) -> ServerClock:
-    node = _node_name(conn, queue)
     try:
         kept = _clocks.get(conn)
+        # A client that is not a cluster has one clock, kept under "": found
+        # without asking which node owns the queue (the mint's hot path).
+        clock = None if kept is None else kept.get("")
+        if clock is not None:
+            return clock
+        node = _node_name(conn, queue)
         clock = None if kept is None else kept.get(node)
         if clock is None:
             with _clocks_lock:

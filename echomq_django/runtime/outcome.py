@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import redis
 from django.db import close_old_connections
+from django.db.backends.signals import connection_created
 
 from .. import rules
 from ..api import payload, registry
@@ -263,16 +264,28 @@ _RESET_GAP_S = 1.0
 _reset = threading.local()
 
 
+def _connected(sender, connection, **kwargs) -> None:
+    # Django opens a connection in the thread that uses it (its connections
+    # are per thread), and says so with connection_created in that thread.
+    _reset.connected = True
+
+
+connection_created.connect(_connected, dispatch_uid="echomq_django.runtime.outcome")
+
+
 def _fresh_connections() -> None:
     """Before a handler: drop unusable or expired database connections,
-    unless this thread did so right after its previous job."""
-    if time.monotonic() - getattr(_reset, "at", -_RESET_GAP_S) >= _RESET_GAP_S:
+    unless this thread did so right after its previous job. A thread that
+    never opened one has none to drop: nothing is asked of Django."""
+    if (getattr(_reset, "connected", False)
+            and time.monotonic() - getattr(_reset, "at", -_RESET_GAP_S) >= _RESET_GAP_S):
         close_old_connections()
 
 
 def _after_handler() -> None:
-    close_old_connections()
-    _reset.at = time.monotonic()
+    if getattr(_reset, "connected", False):
+        close_old_connections()
+        _reset.at = time.monotonic()
 
 
 #: A job's outcome line is logged at this level: a job done (or snoozed) is

@@ -300,3 +300,14 @@ def append_run(path, token, sleep_ms=0, context=None):
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+@job(queue="default")
+def db_connection_report(key):
+    """Records in the list ``key`` whether this thread's database connection
+    was open when the job started ("open" or "closed"), then uses it."""
+    from django.db import connection
+
+    _client().rpush(key, "open" if connection.connection is not None else "closed")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")

@@ -18,6 +18,26 @@
 -- @include bucket
 -- @include beat
 -- @include payload
+-- lease_row(row, found, consumer, token, deadline, now): the claimed job's
+-- row takes the lease: state active, attempts + 1 (found[2] is the row's
+-- attempts), the token, holder and deadline, and the start (the first
+-- start too on a first attempt). worker.<n>: who ran attempt n ("The job
+-- row"); the first attempt's start is kept apart from the last one's.
+-- Returns the attempt's number.
+local function lease_row(row, found, consumer, token, deadline, now)
+  local attempts = tonumber(found[2] or '0') + 1
+  if attempts == 1 then
+    redis.call('HSET', row, 'state', 'active', 'attempts', attempts, 'token', token,
+      'consumer', consumer, 'lease_until_ms', deadline, 'started_at_ms', now,
+      'worker.1', consumer, 'first_started_at_ms', now)
+  else
+    redis.call('HSET', row, 'state', 'active', 'attempts', attempts, 'token', token,
+      'consumer', consumer, 'lease_until_ms', deadline, 'started_at_ms', now,
+      'worker.' .. attempts, consumer)
+  end
+  return attempts
+end
+
 local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, now, out)
   local first = #out
 
@@ -70,7 +90,8 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
     if claimed >= want then
       break
     end
-    if cap and redis.call('ZCARD', k.active) >= cap then
+    local running = cap and redis.call('ZCARD', k.active)
+    if cap and running >= cap then
       break  -- the queue runs its most; a finishing job wakes a consumer
     end
     local queue_tokens
@@ -105,6 +126,42 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
       if out[2] == -1 or due < out[2] then
         out[2] = due
       end
+    elseif lane == UNGROUPED and #ring == 1 and not rate then
+      -- The ungrouped lane is the only one ready and no queue rate applies:
+      -- its next jobs are what claims one at a time would take, in the same
+      -- order (ZPOPMIN's), popped in one call and indexed in one call each.
+      -- (A lane counted short of what it holds, which only a repair meets,
+      -- gives up what it holds, up to the room, where one at a time would
+      -- stop at its count and strand the rest; its count ends at zero.)
+      local room = want - claimed
+      if cap then
+        room = math.min(room, cap - running)
+      end
+      local popped = redis.call('ZPOPMIN', lane_pending(base, lane), room)
+      -- None popped: a lane counted without work, repaired as one at a time.
+      lane_left(base, lane, math.max(#popped / 2, 1))
+      local index, deadlines = {}, {}
+      for j = 1, #popped, 2 do
+        local id = popped[j]
+        local row = base .. 'job:' .. id
+        local found = redis.call('HMGET', row, 'state', 'attempts', 'snoozes',
+          unpack(PAYLOAD_FIELDS))
+        if found[1] == 'pending' then  -- else dropped, as one at a time drops it
+          claimed = claimed + 1
+          local token = batch .. '.' .. claimed
+          local attempts = lease_row(row, found, consumer, token, deadline, now)
+          index[#index + 1] = token
+          index[#index + 1] = id
+          deadlines[#deadlines + 1] = deadline
+          deadlines[#deadlines + 1] = id
+          out[#out + 1] = {id, token, join_payload(found, 4), attempts, deadline,
+            tonumber(found[3] or '0'), ''}
+        end
+      end
+      if #index > 0 then
+        redis.call('HSET', k.claims, unpack(index))
+        redis.call('ZADD', k.active, unpack(deadlines))
+      end
     else
       local popped = redis.call('ZPOPMIN', lane_pending(base, lane))
       local id = popped[1]
@@ -132,18 +189,7 @@ local function claim_jobs(k, base, consumer, lease_ms, wake_cap, batch, want, no
         end
         claimed = claimed + 1
         local token = batch .. '.' .. claimed
-        local attempts = tonumber(found[2] or '0') + 1
-        -- worker.<n>: who ran attempt n ("The job row"); the first attempt's
-        -- start is kept apart from the last one's.
-        if attempts == 1 then
-          redis.call('HSET', row, 'state', 'active', 'attempts', attempts, 'token', token,
-            'consumer', consumer, 'lease_until_ms', deadline, 'started_at_ms', now,
-            'worker.1', consumer, 'first_started_at_ms', now)
-        else
-          redis.call('HSET', row, 'state', 'active', 'attempts', attempts, 'token', token,
-            'consumer', consumer, 'lease_until_ms', deadline, 'started_at_ms', now,
-            'worker.' .. attempts, consumer)
-        end
+        local attempts = lease_row(row, found, consumer, token, deadline, now)
         redis.call('HSET', k.claims, token, id)
         redis.call('ZADD', k.active, deadline, id)
         if grouped then

@@ -50,15 +50,17 @@ local function lane_admit(base, lane, id, priority)
   end
 end
 
--- lane_left(base, lane): one job fewer waits in lane; a lane left without
--- work leaves the ring, the capped set and the waiting set. Returns whether
--- it still has work.
-local function lane_left(base, lane)
-  local left = tonumber(redis.call('ZINCRBY', base .. 'lanes', -1, lane))
-  if left >= 0 then
-    -- The lane counted this job, so did the total (a lane that was not
-    -- counted comes back at -1 and is removed below: nothing to take off).
-    redis.call('DECR', base .. 'lanes_total')
+-- lane_left(base, lane, n): n jobs fewer (1 when nil) wait in lane; a lane
+-- left without work leaves the ring, the capped set and the waiting set.
+-- Returns whether it still has work. The total loses what the lane counted of
+-- the n (a lane counted short, as a repair finds it, gives up only what it
+-- counted), as n calls of one each would.
+local function lane_left(base, lane, n)
+  n = n or 1
+  local left = tonumber(redis.call('ZINCRBY', base .. 'lanes', -n, lane))
+  local counted = math.min(n, left + n)
+  if counted > 0 then
+    redis.call('DECRBY', base .. 'lanes_total', counted)
   end
   if left > 0 then
     return true

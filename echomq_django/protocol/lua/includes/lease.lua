@@ -5,11 +5,35 @@
 -- Needs: lanes, beat.
 -- @include beat
 -- @include lanes
+-- While a script records several outcomes (jobs/finish), it gathers the
+-- active-set and claims-index removals of their ends (defer_lease_ends) and
+-- sends each as one call after the last (flush_lease_ends); nothing between
+-- reads either key.
+local lease_ends = nil
+
 local function end_lease(row, active, claims, id, token, lane)
-  redis.call('ZREM', active, id)
+  if lease_ends then
+    lease_ends.ids[#lease_ends.ids + 1] = id
+    lease_ends.tokens[#lease_ends.tokens + 1] = token
+  else
+    redis.call('ZREM', active, id)
+    redis.call('HDEL', claims, token)
+  end
   redis.call('HDEL', row, 'token', 'lease_until_ms')
-  redis.call('HDEL', claims, token)
   lane_freed(queue_root(active), lane or lane_of(row))
+end
+
+local function defer_lease_ends()
+  lease_ends = {ids = {}, tokens = {}}
+end
+
+local function flush_lease_ends(active, claims)
+  local ends = lease_ends
+  lease_ends = nil
+  if ends and #ends.ids > 0 then
+    redis.call('ZREM', active, unpack(ends.ids))
+    redis.call('HDEL', claims, unpack(ends.tokens))
+  end
 end
 
 -- park_at(row, schedule, id, score, fields): the job waits on the schedule

@@ -107,6 +107,11 @@ local k = {active = KEYS[2], claims = KEYS[3], wake = KEYS[4], beat = KEYS[5],
   paused = KEYS[6], schedule = KEYS[7], dead = KEYS[8]}
 local keep = {keep_ms = n[4], dead_ttl_ms = n[5], dead_max = n[6], stats_ttl_ms = n[7]}
 local recorded = {}
+-- The outcomes' active-set and claims-index removals and their counters go
+-- as one call each after the last (includes/lease.lua, includes/stats.lua),
+-- before the claim reads the active set.
+defer_lease_ends()
+defer_counts()
 for i = 1, outcomes do
   local at = FIXED_ARGV + (i - 1) * PER
   local op, id, token, a, b, c = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4],
@@ -127,6 +132,9 @@ for i = 1, outcomes do
     recorded[i] = {at_ms, state}
   end
 end
+
+flush_lease_ends(k.active, k.claims)
+flush_counts()
 
 local now = now_ms()
 local out = {now, -1, recorded}

@@ -7,6 +7,7 @@ exactly what one job at a time leaves."""
 from __future__ import annotations
 
 import pytest
+import redis
 
 from echomq_django import Jobs
 from echomq_django.protocol.keyspace import Keyspace
@@ -132,3 +133,57 @@ def test_a_finish_of_several_outcomes_counts_and_ends_each_lease_once(
     again = {key: int(redis_client.get(key))
              for key in redis_client.scan_iter(match=f"{ks.base}stats:*")}
     assert sorted(again.values()) == sorted(counters.values())
+
+
+def _finish_args(ks, claims):
+    """finish's raw keys and arguments acking ``claims`` (a raw call: Python
+    caps outcomes at 1,000, the script does not)."""
+    keys = [ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused, ks.schedule,
+            ks.dead] + [ks.job(c.job_id) for c in claims]
+    args = [ks.base, "", 1, 100, "", 0, 3_600_000, 3_600_000, 10_000, 3_600_000]
+    for claim in claims:
+        args += ["ack", claim.job_id, claim.token, "", "", ""]
+    return keys, args
+
+
+def _done_count(redis_client, ks) -> int:
+    return sum(int(redis_client.get(key))
+               for key in redis_client.scan_iter(match=f"{ks.base}stats:done:*"))
+
+
+def test_a_finish_of_more_outcomes_than_one_call_can_take_ends_every_lease(
+        conn, redis_client, queue):
+    from echomq_django.protocol import scripts
+
+    jobs, ks = Jobs(conn), Keyspace(queue)
+    n = 8_200      # the server's Lua unpacks about 8,000 values into one call at most
+    for first in range(0, n, 1000):
+        enqueue_many(conn, queue, min(1000, n - first))
+    held = []
+    while len(held) < n:
+        held += jobs.claim_many(queue, "w", 600_000, min(1000, n - len(held)))[0]
+    assert len(held) == n
+    keys, args = _finish_args(ks, held)
+    reply = scripts.run(conn, "jobs/finish", keys, args)
+    assert [entry[1] for entry in reply[2]] == ["done"] * n
+    assert redis_client.zcard(ks.active) == redis_client.hlen(ks.claims) == 0
+    assert _done_count(redis_client, ks) == n
+
+
+def test_a_finish_that_fails_part_way_leaves_the_outcomes_before_it_whole(
+        conn, redis_client, queue):
+    from echomq_django.protocol import scripts
+
+    jobs, ks = Jobs(conn), Keyspace(queue)
+    enqueue_many(conn, queue, 2)
+    first, second = jobs.claim_many(queue, "w", 600_000, 2)[0]
+    redis_client.delete(ks.job(second.job_id))
+    redis_client.set(ks.job(second.job_id), "not a hash")     # a corrupt row
+    keys, args = _finish_args(ks, [first, second])
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        scripts.run(conn, "jobs/finish", keys, args)
+    # The first outcome is recorded whole, as recording them one by one leaves it.
+    assert redis_client.hget(ks.job(first.job_id), "state") == "done"
+    assert redis_client.zrange(ks.active, 0, -1) == [second.job_id]
+    assert redis_client.hgetall(ks.claims) == {second.token: second.job_id}
+    assert _done_count(redis_client, ks) == 1

@@ -27,12 +27,22 @@ local function defer_lease_ends()
   lease_ends = {ids = {}, tokens = {}}
 end
 
+-- How many values one call takes from a list (the server's Lua unpacks at
+-- most about 8,000 values into one call; finish sets no bound on outcomes).
+local CALL_CHUNK = 1000
+
+local function call_in_chunks(command, key, values)
+  for first = 1, #values, CALL_CHUNK do
+    redis.call(command, key, unpack(values, first, math.min(first + CALL_CHUNK - 1, #values)))
+  end
+end
+
 local function flush_lease_ends(active, claims)
   local ends = lease_ends
   lease_ends = nil
-  if ends and #ends.ids > 0 then
-    redis.call('ZREM', active, unpack(ends.ids))
-    redis.call('HDEL', claims, unpack(ends.tokens))
+  if ends then
+    call_in_chunks('ZREM', active, ends.ids)
+    call_in_chunks('HDEL', claims, ends.tokens)
   end
 end
 

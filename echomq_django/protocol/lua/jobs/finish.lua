@@ -109,32 +109,38 @@ local keep = {keep_ms = n[4], dead_ttl_ms = n[5], dead_max = n[6], stats_ttl_ms 
 local recorded = {}
 -- The outcomes' active-set and claims-index removals and their counters go
 -- as one call each after the last (includes/lease.lua, includes/stats.lua),
--- before the claim reads the active set.
+-- before the claim reads the active set. An error part way (a row that is
+-- not a hash) still sends those of the outcomes recorded before it, then
+-- fails the call, as recording them one by one would leave them.
 defer_lease_ends()
 defer_counts()
-for i = 1, outcomes do
-  local at = FIXED_ARGV + (i - 1) * PER
-  local op, id, token, a, b, c = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4],
-    ARGV[at + 5], ARGV[at + 6]
-  local err, at_ms, state
-  if op == 'ack' then
-    err, at_ms, state = finish_ack(k, base, id, token, a, keep)
-  elseif op == 'retry' then
-    err, at_ms, state = finish_retry(k, base, id, token, delays[i], b, c, keep)
-  elseif op == 'snooze' then
-    err, at_ms, state = finish_snooze(k, base, id, token, delays[i], keep)
-  else
-    err, at_ms, state = finish_dead(k, base, id, token, a, b, c, keep)
+local recorded_all, failure = pcall(function()
+  for i = 1, outcomes do
+    local at = FIXED_ARGV + (i - 1) * PER
+    local op, id, token, a, b, c = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3], ARGV[at + 4],
+      ARGV[at + 5], ARGV[at + 6]
+    local err, at_ms, state
+    if op == 'ack' then
+      err, at_ms, state = finish_ack(k, base, id, token, a, keep)
+    elseif op == 'retry' then
+      err, at_ms, state = finish_retry(k, base, id, token, delays[i], b, c, keep)
+    elseif op == 'snooze' then
+      err, at_ms, state = finish_snooze(k, base, id, token, delays[i], keep)
+    else
+      err, at_ms, state = finish_dead(k, base, id, token, a, b, c, keep)
+    end
+    if err then
+      recorded[i] = {-1, 'stale', err.err}
+    else
+      recorded[i] = {at_ms, state}
+    end
   end
-  if err then
-    recorded[i] = {-1, 'stale', err.err}
-  else
-    recorded[i] = {at_ms, state}
-  end
-end
-
+end)
 flush_lease_ends(k.active, k.claims)
 flush_counts()
+if not recorded_all then
+  error(failure)
+end
 
 local now = now_ms()
 local out = {now, -1, recorded}

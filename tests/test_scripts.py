@@ -475,7 +475,8 @@ def _writing_calls(conn, redis_client, queue):
 #: takes as a number (hex, blanks around, exponents, a float that is whole):
 #: the scripts accept decimal digits with an optional leading '-' only.
 GARBAGE = ["x", "-500", "1.5", "", "1e400", "1e17", "nan",
-           "0x10", " 5", "5 ", "\t5", "1e3", "5.0", "+5", "- 5", "5\n"]
+           "0x10", " 5", "5 ", "\t5", "1e3", "5.0", "+5", "- 5", "5\n",
+           "9007199254740993"]   # 2**53 + 1, which a Lua number reads as 2**53
 
 
 def test_every_numeric_argument_is_covered_here():
@@ -681,3 +682,14 @@ def test_the_registry_s_scripts_refuse_garbage_before_any_write(
             assert state() == before, (name, src.argv[i], bad)
     scripts.run(conn, name, keys, args)
     assert state() != before
+
+
+def test_an_integer_argument_of_2_53_is_taken_and_one_more_is_refused(conn, redis_client, queue):
+    # A Lua number reads 2**53 + 1 as 2**53; the check reads the digits.
+    ks = Keyspace(queue)
+    keys = [ks.pending, ks.active, ks.claims, ks.wake, ks.beat, ks.paused]
+    for lease_ms in ("9007199254740992", "09007199254740992"):
+        reply = scripts.run(conn, "jobs/claim", keys, [ks.base, "w", lease_ms, 100, "t", 1])
+        assert reply[2:] == []          # taken (nothing to claim)
+    with pytest.raises(ValueError, match="lease_ms must be an integer"):
+        scripts.run(conn, "jobs/claim", keys, [ks.base, "w", "9007199254740993", 100, "t", 1])

@@ -7,6 +7,12 @@
 -- also take '0x10', ' 5', '1e3' and '5.0', which no client of ours sends.
 local function int_arg(value, name, low, high)
   local n = type(value) == 'string' and string.find(value, '^-?%d+$') and tonumber(value)
+  -- A Lua number holds integers exactly up to 2^53: 2^53 + 1 reads as 2^53,
+  -- so a reading of 2^53 or more is taken only when its digits say 2^53.
+  if n and n >= 9007199254740992
+      and string.gsub(value, '^0+', '') ~= '9007199254740992' then
+    n = nil
+  end
   if not n or n < low or n > high then
     return nil, redis.error_reply(string.format(
       'EMQARG %s must be an integer in %d..%d (decimal digits), got %s', name, low, high,

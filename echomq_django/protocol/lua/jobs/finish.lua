@@ -139,7 +139,7 @@ end)
 flush_lease_ends(k.active, k.claims)
 flush_counts()
 if not recorded_all then
-  error(failure)
+  error(failure, 0)
 end
 
 local now = now_ms()

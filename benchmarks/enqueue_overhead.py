@@ -29,7 +29,7 @@ calls, so a slow spell of the machine falls on all of them alike; each
 ratio to the bare EVALSHA is taken within a round, and the figures are the
 medians of the rounds, with the server's own time per script call (``INFO
 commandstats``, from 500 more calls of each). Prints each figure and the
-ratios (issue 11 asks for at least 85 % for enqueue). About a minute at the
+ratios (issue 11 asks for at least 85 % for enqueue). About 40 s at the
 defaults.
 """
 

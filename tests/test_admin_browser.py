@@ -246,3 +246,41 @@ def test_the_lanes_page_shows_each_lanes_state_live_and_opens_its_jobs(
         ids["chat-1", 2], ids["chat-1", 1], ids["chat-1", 0]]
     expect(rows.first.locator('td[data-col="priority"]')).to_have_text("2")
     page.screenshot(path=str(ARTIFACTS / "admin-lane-pending.png"), full_page=True)
+
+
+def test_a_server_that_stops_answering_is_said_and_the_page_comes_back_by_itself(
+        live_server, staff_login, browser_page, start_valkey, queue):
+    """SIGKILL the server under an open page: its stamp says the server is not
+    answering while it keeps what it showed; a page opened meanwhile is the
+    503 stand-in; once the server is back both carry on without a click."""
+    from django.test import override_settings
+
+    page = browser_page
+    url, proc = start_valkey()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    with override_settings(ECHOMQ={"URL": url, "QUEUES": [queue]}):
+        log_in(page, live_server, *staff_login)
+        page.goto(f"{live_server.url}/admin/echomq_django/queue/")
+        row = page.locator(f'#emq-queues tr[data-queue="{queue}"]')
+        expect(row).to_be_visible()
+        stamp = page.locator("#emq-live-stamp")
+
+        proc.kill()
+        proc.wait()
+        expect(stamp).to_contain_text("the EchoMQ server is not answering")
+        expect(row).to_be_visible()  # the last answer stays on the page
+        other = page.context.new_page()
+        other.set_default_timeout(20_000)
+        answer = other.goto(f"{live_server.url}/admin/echomq_django/queue/{queue}/lanes/")
+        assert answer.status == 503
+        expect(other.locator("#emq-unavailable")).to_contain_text(url)
+        expect(other.locator("#emq-live-stamp")).to_contain_text("not answering")
+        other.screenshot(path=str(ARTIFACTS / "admin-server-down.png"), full_page=True)
+
+        start_valkey(port=port)
+        expect(stamp).not_to_contain_text("not answering")
+        expect(row).to_be_visible()
+        # The stand-in loads the real page by itself.
+        expect(other.locator("#emq-unavailable")).to_have_count(0)
+        expect(other.locator("#emq-live")).to_be_visible()
+        expect(other).to_have_title(re.compile(queue))

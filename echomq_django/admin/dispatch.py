@@ -126,7 +126,7 @@ def action(request, model_admin, queue: str, name: str):
             "opts": opts, "app_label": opts.app_label, "title": "Are you sure?",
             "queue": queue, "action": name, "needs": needs, "target": target,
             "question": question.format(queue=queue, target=target),
-            "next": _next(request, queue),
+            "next": next_url(request, queue),
         })
     level, text = _do(Actions(get_connection()), name, queue, target)
     messages.add_message(request, level, text)
@@ -150,7 +150,9 @@ def _do(acts: Actions, name: str, queue: str, target: str) -> tuple[int, str]:
     return level, text.format(queue=queue, target=target, answer=answer)
 
 
-def _next(request, queue: str) -> str:
+def next_url(request, queue: str) -> str:
+    """Where an action goes back to: its POSTed ``next`` when that is a
+    local URL, else the queue's pending page."""
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(
             target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
@@ -159,4 +161,4 @@ def _next(request, queue: str) -> str:
 
 
 def _back(request, queue: str):
-    return HttpResponseRedirect(_next(request, queue))
+    return HttpResponseRedirect(next_url(request, queue))

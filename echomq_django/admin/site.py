@@ -14,6 +14,8 @@ with the views of :mod:`.views` and :mod:`.dispatch`, each wrapped by the site's
 - ``<admin>/echomq_django/queue/<queue>/job/<job_id>/``: one job
 - ``<admin>/echomq_django/queue/<queue>/action/<action>/``: POST only
 
+Each answers 503 while the server does not answer (:mod:`.unavailable`).
+
 The pages' modules are imported by the first request, not here: every process
 of a project with the admin installed imports this module (runechomq too), and
 only a web process serves the pages.
@@ -31,6 +33,7 @@ from django.urls import path, re_path
 from ..models import Queue
 from ..rules import QUEUE_NAME_PATTERN
 from . import history  # noqa: F401  (registers JobRecordAdmin)
+from .unavailable import answer_outages
 
 _QUEUE = rf"(?P<queue>{QUEUE_NAME_PATTERN})"
 
@@ -58,26 +61,31 @@ class QueueAdmin(admin.ModelAdmin):
             re_path(rf"^{_QUEUE}/lanes/$", wrap(self.lanes_view), name="echomq_django_lanes"),
         ]
 
+    @answer_outages
     def overview_view(self, request):
         from . import views
 
         return views.overview(request, self)
 
+    @answer_outages
     def set_view(self, request, queue, set_name):
         from . import views
 
         return views.set_view(request, self, queue, set_name)
 
+    @answer_outages
     def lanes_view(self, request, queue):
         from . import views
 
         return views.lanes_view(request, self, queue)
 
+    @answer_outages
     def job_view(self, request, queue, job_id):
         from . import job_page
 
         return job_page.job(request, self, queue, job_id)
 
+    @answer_outages
     def action_view(self, request, queue, name):
         from . import dispatch
 

@@ -55,7 +55,7 @@ def queue_or_404(queue: str) -> str:
         raise Http404(f"no queue {queue!r}") from None
 
 
-def _here(request) -> str:
+def here_url(request) -> str:
     """This page's path and query without the live ``fragment`` flag."""
     query = request.GET.copy()
     query.pop("fragment", None)
@@ -70,7 +70,7 @@ def _render(request, model_admin, template: str, fragment: str, title: str, cont
         "opts": opts,
         "app_label": opts.app_label,
         "title": title,
-        "here": _here(request),
+        "here": here_url(request),
         "can_change": model_admin.has_change_permission(request),
         "history": history_url(request),
         "refresh_ms": REFRESH_MS,

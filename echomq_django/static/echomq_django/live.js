@@ -2,7 +2,9 @@
 // seconds, with a pause toggle and an "updated N s ago" mark. The server
 // answers ?fragment=1 with the live part only (header X-EchoMQ-Live: 1); any
 // other answer (a login page after the session ended, an error) leaves the
-// page as it is and marks the stamp stale.
+// page as it is and marks the stamp stale; a 503 marked X-EchoMQ-Unavailable
+// says the EchoMQ server is not answering. The page shown while it is not
+// (data-unavailable) loads itself again at the first live answer.
 (function () {
   "use strict";
 
@@ -17,7 +19,9 @@
     var paused = false;
     var busy = false;
     var last = Date.now();
-    var failed = false;
+    var standIn = root.hasAttribute("data-unavailable");
+    var failed = standIn;
+    var unreachable = standIn;
 
     function fragmentUrl() {
       var url = new URL(window.location.href);
@@ -30,6 +34,8 @@
       var text = "updated " + seconds + " s ago";
       if (paused) {
         text += " (paused)";
+      } else if (unreachable) {
+        text += " (the EchoMQ server is not answering)";
       } else if (failed) {
         text += " (last refresh failed)";
       }
@@ -53,12 +59,22 @@
         headers: { "X-Requested-With": "XMLHttpRequest" },
         cache: "no-store",
         redirect: "manual"
+      }).catch(function (error) {
+        unreachable = false;  // this site did not answer: not the EchoMQ server
+        throw error;
       }).then(function (response) {
+        unreachable = response.status === 503 &&
+          response.headers.get("X-EchoMQ-Unavailable") === "1";
         if (!response.ok || response.headers.get("X-EchoMQ-Live") !== "1") {
           throw new Error("status " + response.status);
         }
         return response.text();
       }).then(function (html) {
+        if (standIn) {
+          // The server answers again: load the whole page, head and title.
+          window.location.reload();
+          return;
+        }
         if (!paused) {
           // Unfolded tracebacks stay unfolded across the swap.
           var open = Array.prototype.map.call(

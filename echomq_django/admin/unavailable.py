@@ -1,0 +1,87 @@
+"""The dashboard while the EchoMQ server does not answer (docs/admin.md,
+"When the server does not answer").
+
+A page whose reads fail for a reason that passes on its own
+(:func:`~echomq_django.connection.resilience.passing`: a refused or dropped
+connection, a timeout, ``LOADING``, ``MASTERDOWN``, a cluster that is
+down, ...) answers 503 with a page that names the server (without its
+password) and the error, instead of a 500 with a traceback:
+
+- a GET page keeps its live bar: its refresh asks for the same page every
+  couple of seconds and, on the first answer that is not 503, loads the page
+  again (``live.js``), so the dashboard comes back by itself;
+- a live refresh (``?fragment=1``) answers 503 with the header
+  ``X-EchoMQ-Unavailable: 1``; the page keeps what it showed and its stamp
+  says the server does not answer;
+- an action (POST) says it may or may not have been carried out (the
+  connection may have dropped after the server did it) and links back.
+
+Any other server error (``WRONGTYPE`` on a key someone else wrote, a script
+error) is a fault to see, and is still raised (a 500).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import redis
+from django.template.response import TemplateResponse
+
+from ..connection import describe, get_connection
+from ..connection.resilience import passing
+
+__all__ = ["answer_outages", "RETRY_AFTER_S"]
+
+#: The Retry-After of a 503 (s): the live refresh's interval.
+RETRY_AFTER_S = 2
+
+
+def answer_outages(view):
+    """Wrap a :class:`~echomq_django.admin.site.QueueAdmin` view method: a
+    passing server failure while it runs or renders answers 503 (see the
+    module doc); anything else propagates."""
+
+    @functools.wraps(view)
+    def wrapped(model_admin, request, *args, **kwargs):
+        try:
+            response = view(model_admin, request, *args, **kwargs)
+            if isinstance(response, TemplateResponse):
+                response.render()  # a read made while rendering fails here
+            return response
+        except redis.RedisError as err:
+            if not passing(err):
+                raise
+            return unavailable(request, model_admin, err, kwargs.get("queue"))
+
+    return wrapped
+
+
+def unavailable(request, model_admin, err: BaseException,
+                queue: str | None = None) -> TemplateResponse:
+    """The 503 answer for ``request`` (a page of ``queue``, or None) when the
+    server failed with ``err``."""
+    from .dispatch import next_url
+    from .views import REFRESH_MS, here_url
+
+    opts = model_admin.model._meta
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": opts,
+        "app_label": opts.app_label,
+        "title": "EchoMQ server not answering",
+        "server": describe(get_connection()),
+        "error": f"{type(err).__name__}: {err}",
+        "posted": request.method == "POST",
+        "back": next_url(request, queue) if request.method == "POST" else here_url(request),
+        "refresh_ms": REFRESH_MS,
+        "refresh_s": REFRESH_MS // 1000,
+        "fragment_template": "admin/echomq_django/_unavailable.html",
+    }
+    fragment = request.method != "POST" and request.GET.get("fragment")
+    template = ("admin/echomq_django/_unavailable.html" if fragment
+                else "admin/echomq_django/unavailable.html")
+    response = TemplateResponse(request, template, context, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    response["X-EchoMQ-Unavailable"] = "1"
+    return response
+

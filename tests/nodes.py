@@ -12,11 +12,12 @@ per primary: CLIENT KILL, CLIENT PAUSE, CONFIG SET, INFO) or :func:`keys`.
 from __future__ import annotations
 
 import os
+import time
 
 from echomq_django.connection.topology import by_slot, is_cluster
 from echomq_django.connection.urls import build_client
 
-__all__ = ["client_for", "job_client", "on_cluster", "primaries", "keys", "command_stats",
+__all__ = ["client_for", "job_client", "steady", "on_cluster", "primaries", "keys", "command_stats",
            "reset_stats", "crosses_slots", "on_pipeline", "is_cluster", "CROSS_SLOT"]
 
 #: What redis-py (RedisClusterException) or the server (CROSSSLOT) says when
@@ -53,6 +54,23 @@ def job_client():
     if kept is not None:
         _JOB_CLIENTS[kept] = client
     return client
+
+
+def steady(call, tries: int = 50):
+    """``call()``, repeated while its connection drops under it (at most
+    ``tries`` times): the fault tests kill connections every few ms, and
+    redis-py's pool raises a pooled connection the server closed, when the
+    fresh one it opens instead is closed too, outside the client's Retry. For
+    a command that is safe to repeat (SADD of a fixed member)."""
+    import redis
+
+    for attempt in range(tries):
+        try:
+            return call()
+        except (redis.ConnectionError, redis.TimeoutError):
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.01)
 
 
 def on_cluster(url: str | None = None) -> bool:

@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 
 from echomq_django import Backoff, job
-from tests.nodes import job_client
+from tests.nodes import job_client, steady
 
 
 def _client():
@@ -216,12 +216,13 @@ def tally(key, sleep_ms=0, context=None):
     """Records each run of each job: the job id joins the set ``key`` and a
     fresh run id joins ``key:<job id>`` (two members: it ran twice). SADD is
     idempotent, so a command the client repeats after a dropped connection
-    does not count twice."""
+    does not count twice, nor does one ``steady`` repeats."""
     if sleep_ms:
         time.sleep(sleep_ms / 1000)
     client = _client()
-    client.sadd(f"{key}:{context.job_id}", uuid.uuid4().hex)
-    client.sadd(key, context.job_id)
+    run = uuid.uuid4().hex
+    steady(lambda: client.sadd(f"{key}:{context.job_id}", run))
+    steady(lambda: client.sadd(key, context.job_id))
     return context.attempt
 
 

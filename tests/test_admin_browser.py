@@ -276,6 +276,13 @@ def test_a_server_that_stops_answering_is_said_and_the_page_comes_back_by_itself
         expect(other.locator("#emq-unavailable")).to_contain_text(url)
         expect(other.locator("#emq-live-stamp")).to_contain_text("not answering")
         other.screenshot(path=str(ARTIFACTS / "admin-server-down.png"), full_page=True)
+        # A stand-in whose page will not answer 200 once the server is back:
+        # the job is gone with the killed server (404).
+        gone = page.context.new_page()
+        gone.set_default_timeout(20_000)
+        job_id = BrandedId.generate()
+        assert gone.goto(f"{live_server.url}/admin/echomq_django/queue/{queue}/job/"
+                         f"{job_id}/").status == 503
 
         start_valkey(port=port)
         expect(stamp).not_to_contain_text("not answering")
@@ -284,3 +291,5 @@ def test_a_server_that_stops_answering_is_said_and_the_page_comes_back_by_itself
         expect(other.locator("#emq-unavailable")).to_have_count(0)
         expect(other.locator("#emq-live")).to_be_visible()
         expect(other).to_have_title(re.compile(queue))
+        expect(gone.locator("#emq-unavailable")).to_have_count(0)
+        expect(gone.locator("body")).to_contain_text("Not Found")

@@ -139,3 +139,131 @@ def test_a_stopped_server_holds_a_page_for_the_socket_timeout_then_503(
         assert "TimeoutError" in response.content.decode()
         assert waited_s < 10  # a few socket timeouts (redis-py retries once), not forever
         assert changer.get(f"{ADMIN}{queue}/pending/").status_code == 200
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_cluster_no_node_of_which_answers_is_503_without_building_a_client(changer, queue):
+    """redis-py raises RedisClusterException (not a RedisError) when it cannot
+    build a cluster client; the 503 page names the seeds from the setting
+    without connecting again, and without the password."""
+    seeds = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+    with override_settings(ECHOMQ={"URL": f"redis+cluster://:s3cret@{seeds}",
+                                   "QUEUES": [queue]}):
+        for page in (ADMIN, f"{ADMIN}{queue}/pending/", f"{ADMIN}{queue}/lanes/"):
+            response = changer.get(page)
+            assert response.status_code == 503, page
+            text = response.content.decode()
+            assert f"redis+cluster://:***@{seeds}" in text
+            assert "s3cret" not in text
+            assert "RedisClusterException" in text
+        response = changer.post(f"{ADMIN}{queue}/action/pause/")
+        assert response.status_code == 503
+        assert "may or may not have been carried out" in response.content.decode()
+
+
+def test_a_query_password_is_not_shown(changer, start_valkey, queue):
+    url, proc = start_valkey()
+    kill(proc)
+    with override_settings(ECHOMQ={"URL": url + "?password=s3cret", "QUEUES": [queue]}):
+        response = changer.get(ADMIN)
+    assert response.status_code == 503
+    text = response.content.decode()
+    assert "s3cret" not in text
+    assert url.split("//")[1].split("/")[0] in text  # the host:port is named
+
+
+def test_a_busy_server_refuses_and_the_page_says_nothing_was_done(
+        changer, own_server, queue):
+    """BUSY (a script past busy-reply-threshold) has no redis-py class, and in
+    a pipeline redis-py puts its own words before the server's."""
+    import threading
+
+    url, port, proc = own_server
+    conn = get_connection()
+    conn.config_set("busy-reply-threshold", 50)
+    looper = redis.Redis.from_url(url)
+    loop = threading.Thread(target=lambda: _swallow(lambda: looper.eval(
+        "while true do redis.call('TIME') end", 0)), daemon=True)
+    loop.start()
+    probe = redis.Redis.from_url(url)
+    try:
+        wait_busy(probe)
+        overview = changer.get(ADMIN)  # its reads are one pipeline
+        assert overview.status_code == 503
+        text = overview.content.decode()
+        assert "refuses requests for now" in text and "BUSY" in text
+        action = changer.post(f"{ADMIN}{queue}/action/pause/")
+        assert action.status_code == 503
+        assert "The action was not carried out" in action.content.decode()
+    finally:
+        probe.script_kill()
+        loop.join(10)
+        looper.close()
+        probe.close()
+    assert changer.get(ADMIN).status_code == 200
+    assert not conn.exists(f"emq:{{{queue}}}:paused")
+
+
+def _swallow(call):
+    try:
+        call()
+    except redis.RedisError:
+        pass  # SCRIPT KILL ends it with an error
+
+
+def wait_busy(client):
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            client.ping()
+        except redis.ResponseError as err:
+            if str(err).startswith("BUSY"):
+                return
+            raise
+        time.sleep(0.01)
+    raise AssertionError("the server never said BUSY")
+
+
+def test_a_replica_refuses_an_action_and_the_page_says_nothing_was_done(
+        changer, start_valkey, queue):
+    primary_url, _ = start_valkey()
+    replica_url, _ = start_valkey()
+    host, port = primary_url.split("//")[1].split("/")[0].split(":")
+    redis.Redis.from_url(replica_url).replicaof(host, port)
+    with override_settings(ECHOMQ={"URL": replica_url, "QUEUES": [queue]}):
+        assert changer.get(ADMIN).status_code == 200  # reads are served
+        response = changer.post(f"{ADMIN}{queue}/action/pause/")
+    assert response.status_code == 503
+    text = response.content.decode()
+    assert "ReadOnlyError" in text and "The action was not carried out" in text
+
+
+def test_a_refused_password_is_a_fault_to_see_not_an_outage(changer, start_valkey, queue):
+    url, _ = start_valkey()
+    redis.Redis.from_url(url).config_set("requirepass", "right")
+    wrong = url.replace("redis://", "redis://:wrong@")
+    with override_settings(ECHOMQ={"URL": wrong, "QUEUES": [queue]}):
+        with pytest.raises(redis.AuthenticationError):
+            changer.get(ADMIN)
+
+
+def test_a_live_refresh_answered_503_is_not_logged_a_page_load_is(
+        changer, own_server, queue, caplog):
+    url, port, proc = own_server
+    kill(proc)
+    with caplog.at_level("ERROR", logger="django.request"):
+        assert changer.get(ADMIN, {"fragment": "1"}).status_code == 503
+        assert changer.get(ADMIN, {"fragment": "1"}).status_code == 503
+        assert [r for r in caplog.records if r.name == "django.request"] == []
+        assert changer.get(ADMIN).status_code == 503
+    logged = [r for r in caplog.records if r.name == "django.request"]
+    assert len(logged) == 1 and "Service Unavailable" in logged[0].getMessage()

@@ -3,7 +3,7 @@
 import pytest
 import redis
 
-from echomq_django.connection.urls import build_client, check_url, parse_target
+from echomq_django.connection.urls import build_client, check_url, parse_target, redacted
 
 
 def test_cluster_url_takes_seed_nodes_credentials_tls_and_query_options():
@@ -119,3 +119,16 @@ def test_a_cluster_no_node_of_which_answers_is_an_outage_that_passes():
         build_client("redis+cluster://127.0.0.1:1?socket_connect_timeout=0.5")
     assert passing(away.value)
     assert not passing(RedisClusterException("BLPOP - all keys must map to the same key slot"))
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("redis://:s3cret@h:6379/0", "redis://:***@h:6379/0"),
+    ("redis://app:s3cret@h:6379/0", "redis://app:***@h:6379/0"),
+    ("redis://h:6379/0?password=s3cret&socket_timeout=1",
+     "redis://h:6379/0?password=***&socket_timeout=1"),
+    ("redis+sentinel://app:pw@s1:26379/mymaster?sentinel_password=s3cret",
+     "redis+sentinel://app:***@s1:26379/mymaster?sentinel_password=***"),
+    ("redis://h:6379/0", "redis://h:6379/0"),
+])
+def test_redacted_hides_every_password_of_a_url(url, shown):
+    assert redacted(url) == shown

@@ -3,21 +3,26 @@
 
 A page whose reads fail for a reason that passes on its own
 (:func:`~echomq_django.connection.resilience.passing`: a refused or dropped
-connection, a timeout, ``LOADING``, ``MASTERDOWN``, a cluster that is
-down, ...) answers 503 with a page that names the server (without its
-password) and the error, instead of a 500 with a traceback:
+connection, a timeout, a cluster no node of which answers, or the server's
+own ``LOADING``, ``BUSY``, ``MASTERDOWN``, ``READONLY``, ``OOM``, ...)
+answers 503 with a page that names the server (without its password) and
+the error, instead of a 500 with a traceback:
 
 - a GET page keeps its live bar: its refresh asks for the same page every
-  couple of seconds and, on the first answer that is not 503, loads the page
-  again (``live.js``), so the dashboard comes back by itself;
+  couple of seconds and, at the first answer that is not such a 503, loads
+  the page again (``live.js``), so the dashboard comes back by itself;
 - a live refresh (``?fragment=1``) answers 503 with the header
   ``X-EchoMQ-Unavailable: 1``; the page keeps what it showed and its stamp
-  says the server does not answer;
-- an action (POST) says it may or may not have been carried out (the
-  connection may have dropped after the server did it) and links back.
+  says the server is not answering. Django does not log these (an open tab
+  would log, and mail ADMINS, every 2 s); the page loads are logged as usual;
+- an action (POST) says it may or may not have been carried out when the
+  connection failed (it can drop after the server did it), and that nothing
+  was done when the server refused it (``OOM``, ``READONLY``, ``BUSY``, ...:
+  a script refused before its first write changes nothing).
 
-Any other server error (``WRONGTYPE`` on a key someone else wrote, a script
-error) is a fault to see, and is still raised (a 500).
+A refused password (redis-py's AuthenticationError) does not pass on its
+own: like any other server error (``WRONGTYPE`` on a key someone else wrote,
+a script error) it is a fault to see, and is raised (a 500).
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ import functools
 
 import redis
 from django.template.response import TemplateResponse
+from redis.exceptions import AuthenticationError, RedisClusterException
 
-from ..connection import describe, get_connection
+from ..connection import describe_setting
 from ..connection.resilience import passing
 
 __all__ = ["answer_outages", "RETRY_AFTER_S"]
@@ -48,8 +54,8 @@ def answer_outages(view):
             if isinstance(response, TemplateResponse):
                 response.render()  # a read made while rendering fails here
             return response
-        except redis.RedisError as err:
-            if not passing(err):
+        except (redis.RedisError, RedisClusterException) as err:
+            if isinstance(err, AuthenticationError) or not passing(err):
                 raise
             return unavailable(request, model_admin, err, kwargs.get("queue"))
 
@@ -59,29 +65,34 @@ def answer_outages(view):
 def unavailable(request, model_admin, err: BaseException,
                 queue: str | None = None) -> TemplateResponse:
     """The 503 answer for ``request`` (a page of ``queue``, or None) when the
-    server failed with ``err``."""
+    server failed with ``err``, a failure that passes."""
     from .dispatch import next_url
     from .views import REFRESH_MS, here_url
 
+    posted = request.method == "POST"
     opts = model_admin.model._meta
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": opts,
         "app_label": opts.app_label,
         "title": "EchoMQ server not answering",
-        "server": describe(get_connection()),
+        "server": describe_setting(),
         "error": f"{type(err).__name__}: {err}",
-        "posted": request.method == "POST",
-        "back": next_url(request, queue) if request.method == "POST" else here_url(request),
+        # The server answered, and refused before writing anything.
+        "refused": isinstance(err, redis.ResponseError),
+        "posted": posted,
+        "back": next_url(request, queue) if posted else here_url(request),
         "refresh_ms": REFRESH_MS,
         "refresh_s": REFRESH_MS // 1000,
         "fragment_template": "admin/echomq_django/_unavailable.html",
     }
-    fragment = request.method != "POST" and request.GET.get("fragment")
+    fragment = not posted and request.GET.get("fragment")
     template = ("admin/echomq_django/_unavailable.html" if fragment
                 else "admin/echomq_django/unavailable.html")
     response = TemplateResponse(request, template, context, status=503)
     response["Retry-After"] = str(RETRY_AFTER_S)
     response["X-EchoMQ-Unavailable"] = "1"
+    if fragment:
+        # Django's log_response skips a response marked as logged.
+        response._has_been_logged = True
     return response
-

@@ -44,9 +44,10 @@ from django.dispatch import receiver
 
 from ..conf import Config, get_config
 from .topology import close_client, connection_kwargs, is_cluster
-from .urls import build_client
+from .urls import build_client, redacted
 
-__all__ = ["get_connection", "reset_connection", "describe", "block_timeout_s"]
+__all__ = ["get_connection", "reset_connection", "describe", "describe_setting",
+           "block_timeout_s"]
 
 _lock = threading.Lock()
 # (pid, config, client): valid while the pid matches and get_config() returns
@@ -122,6 +123,22 @@ def describe(client: Any) -> str:
     if kwargs.get("path"):
         return f"unix://{kwargs['path']}?db={db}"
     return f"{scheme}://{user}{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
+
+
+def describe_setting() -> str:
+    """Where the ECHOMQ setting points, for a message, without a password and
+    without building a client or connecting (a cluster's client connects as
+    it is built): :func:`describe` of this process's client when it has built
+    one for the current setting, else the URL with its passwords hidden
+    (``urls.redacted``), or ``CACHE "<alias>"``. Raises ConfigurationError as
+    ``get_config`` does."""
+    config = get_config()
+    cached = _cached
+    if cached is not None and cached[0] == os.getpid() and cached[1] is config:
+        return describe(cached[2])
+    if config.cache is not None:
+        return f"CACHE {config.cache!r}"
+    return redacted(config.url or "")
 
 
 def block_timeout_s(client: Any, wanted_s: float) -> float:

@@ -36,6 +36,9 @@ log = logging.getLogger("echomq.connection")
 #: Server error codes that pass on their own (the first word of the reply).
 PASSING_CODES = frozenset({"OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN",
                            "CLUSTERDOWN", "NOREPLICAS"})
+#: What ends redis-py's prefix of an error in a pipeline ("Command # 1 (TIME)
+#: of pipeline caused error: "), before the server's own reply.
+PIPELINE_PREFIX_END = " of pipeline caused error: "
 #: The classes redis-py turns some of those replies into (the code is then
 #: dropped from the message).
 _PASSING_CLASSES = tuple(getattr(redis.exceptions, name) for name in (
@@ -53,7 +56,10 @@ def passing(err: BaseException) -> bool:
         # is away); its other errors are ours (a command across slots).
         return "cannot be connected" in str(err)
     if isinstance(err, redis.ResponseError):
-        code = getattr(err, "status_code", None) or str(err).split(" ", 1)[0]
+        # A pipeline's error reads "Command # 1 (TIME) of pipeline caused
+        # error: BUSY ...": the server's reply follows the colon.
+        text = str(err).partition(PIPELINE_PREFIX_END)[2] or str(err)
+        code = getattr(err, "status_code", None) or text.split(" ", 1)[0]
         return code in PASSING_CODES
     return False
 

@@ -26,6 +26,7 @@ same text.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
 
@@ -75,8 +76,11 @@ def _hosts(netloc: str, scheme: str) -> list[tuple[str, int]]:
 
 
 def redacted(url: str) -> str:
-    """``url`` with the password of its ``user:password@`` replaced by
-    ``***``, for messages (manage.py check prints them)."""
+    """``url`` with the password of its ``user:password@``, and the value of
+    every query option named ``*password`` (``?password=``,
+    ``sentinel_password=``), replaced by ``***``, for messages (manage.py
+    check and the admin print them)."""
+    url = re.sub(r"([?&][^=&#]*password=)[^&#]*", r"\1***", url)
     scheme, sep, rest = url.partition("://")
     userinfo, at, hosts = rest.rpartition("@")
     if not at or ":" not in userinfo:

@@ -4,7 +4,7 @@
 // other answer (a login page after the session ended, an error) leaves the
 // page as it is and marks the stamp stale; a 503 marked X-EchoMQ-Unavailable
 // says the EchoMQ server is not answering. The page shown while it is not
-// (data-unavailable) loads itself again at the first live answer.
+// (data-unavailable) loads itself again at the first other answer.
 (function () {
   "use strict";
 
@@ -65,17 +65,19 @@
       }).then(function (response) {
         unreachable = response.status === 503 &&
           response.headers.get("X-EchoMQ-Unavailable") === "1";
+        if (standIn && (response.type === "opaqueredirect" || response.status < 500)) {
+          // The server answers again: load the whole page, whatever it is
+          // now (the page, a redirect's target, a 404 for a job gone). A
+          // 5xx (a proxy's, a fault of ours) leaves the stand-in asking.
+          window.location.reload();
+          return null;
+        }
         if (!response.ok || response.headers.get("X-EchoMQ-Live") !== "1") {
           throw new Error("status " + response.status);
         }
         return response.text();
       }).then(function (html) {
-        if (standIn) {
-          // The server answers again: load the whole page, head and title.
-          window.location.reload();
-          return;
-        }
-        if (!paused) {
+        if (html !== null && !paused) {
           // Unfolded tracebacks stay unfolded across the swap.
           var open = Array.prototype.map.call(
             root.querySelectorAll("details[id][open]"), function (el) { return el.id; });

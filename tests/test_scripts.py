@@ -693,3 +693,32 @@ def test_an_integer_argument_of_2_53_is_taken_and_one_more_is_refused(conn, redi
         assert reply[2:] == []          # taken (nothing to claim)
     with pytest.raises(ValueError, match="lease_ms must be an integer"):
         scripts.run(conn, "jobs/claim", keys, [ks.base, "w", "9007199254740993", 100, "t", 1])
+
+
+def test_warm_sources_builds_every_script_once():
+    scripts.source.cache_clear()
+    scripts.warm_sources()
+    assert scripts.source.cache_info().currsize == len(scripts.script_names())
+    built = scripts.source.cache_info().misses
+    scripts.warm_sources()
+    assert scripts.source.cache_info().misses == built  # cached: nothing built again
+
+
+def test_helpers_nothing_calls_are_left_out_and_the_rest_kept():
+    text = ("local function a(x)\n  return b(x)\nend\n"       # unused: dropped
+            "local function b(x)\n  return x\nend\n"          # only a calls it: dropped next
+            "local function c()\n  return 1\nend\n"           # called: kept
+            "local function cc()\n  return 2\nend\n"          # 'cc' is not 'c': dropped
+            "-- a comment that names b()\n"
+            "return c()\n")
+    assert scripts._unused_helpers_out(text) == ("local function c()\n  return 1\nend\n"
+                                                 "-- a comment that names b()\n"
+                                                 "return c()\n")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_helper_a_script_defines_is_called(name):
+    text = scripts.source(name).text
+    code = re.sub(r"(?m)^\s*--[^\n]*", "", text)
+    for helper in re.findall(r"(?m)^local function (\w+)\(", text):
+        assert len(re.findall(rf"\b{helper}\b", code)) > 1, helper

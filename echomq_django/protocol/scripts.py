@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -43,6 +44,7 @@ _INCLUDE = re.compile(r"^-- @include (\w+)\s*$", re.MULTILINE)
 _SHEBANG = re.compile(r"^#!lua(?: flags=([\w,-]*))?$")
 _DEFINITION = re.compile(r"local function (\w+)\(")
 _COMMENT_LINE = re.compile(r"^\s*--[^\n]*", re.MULTILINE)
+_WORD_RUN = re.compile(r"\w+")
 
 #: Server error code (the first word of the reply) -> exception class.
 ERROR_CODES: dict[str, type[Exception]] = {
@@ -159,9 +161,11 @@ def _unused_helpers_out(text: str) -> str:
                     blocks.append((match.group(1), i, j))
                     i = j
             i += 1
-        code = _COMMENT_LINE.sub("", text)
+        # A name appears where it is a whole run of word characters (what
+        # \bNAME\b matches): one count of every run serves every helper.
+        runs = Counter(_WORD_RUN.findall(_COMMENT_LINE.sub("", text)))
         drop = {k for name, first, last in blocks
-                if len(re.findall(rf"\b{name}\b", code)) == 1 for k in range(first, last + 1)}
+                if runs[name] == 1 for k in range(first, last + 1)}
         if not drop:
             return text
         text = "\n".join(line for k, line in enumerate(lines) if k not in drop)
@@ -171,6 +175,15 @@ def script_names() -> list[str]:
     """Every script in ``lua/<area>/`` as ``"<area>/<name>"``, sorted."""
     return sorted(f"{area}/{p.name[:-4]}" for area in AREAS
                   for p in _lua().joinpath(area).iterdir() if p.name.endswith(".lua"))
+
+
+def warm_sources() -> None:
+    """Build every script's :func:`source` now (about 4 ms each here, 41
+    scripts), so no first call of a script pays for it on the hot path: the
+    first recurrence a fresh runechomq mints, say, which waits on it. Cached
+    for the process; idempotent."""
+    for name in script_names():
+        source(name)
 
 
 def _script(client: redis.Redis, name: str):

@@ -28,6 +28,7 @@ from ..connection.resilience import Outage, persist
 from ..connection.topology import is_cluster
 from ..connection.urls import redacted
 from ..exceptions import ConfigurationError
+from ..protocol import scripts
 from ..rules import check_int
 from .consumer import Consumer, Retention
 from .metronome import Metronome
@@ -246,6 +247,10 @@ class Supervisor:
 
     def _run_here(self, *, metronome: bool, consumers: bool, replaceable: bool = False) -> None:
         """Run the metronome and/or consumers as threads of this process."""
+        if not self.options.burst:
+            # Off the hot path: a script's first call would build its text.
+            threading.Thread(target=scripts.warm_sources, name="echomq-warm-scripts",
+                             daemon=True).start()
         beat, services = None, []
         if metronome:
             beat = self._metronome()

@@ -31,10 +31,10 @@ import functools
 
 import redis
 from django.template.response import TemplateResponse
-from redis.exceptions import AuthenticationError, RedisClusterException
+from redis.exceptions import AuthenticationError
 
 from ..connection import describe_setting
-from ..connection.resilience import passing
+from ..connection.resilience import SERVER_ERRORS, passing
 
 __all__ = ["answer_outages", "RETRY_AFTER_S"]
 
@@ -54,7 +54,7 @@ def answer_outages(view):
             if isinstance(response, TemplateResponse):
                 response.render()  # a read made while rendering fails here
             return response
-        except (redis.RedisError, RedisClusterException) as err:
+        except SERVER_ERRORS as err:
             if isinstance(err, AuthenticationError) or not passing(err):
                 raise
             return unavailable(request, model_admin, err, kwargs.get("queue"))

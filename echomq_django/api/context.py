@@ -10,9 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import redis
-
-from ..connection.resilience import Outage, passing, persist
+from ..connection.resilience import SERVER_ERRORS, Outage, passing, persist
 from ..exceptions import StaleTokenError
 
 #: How long a checkpoint (extend, progress) rides out a dropped connection (s).
@@ -72,7 +70,7 @@ class JobContext:
             else:
                 try:
                     self._cancelled = self._jobs.cancel_requested(self.queue, self.job_id)
-                except redis.RedisError as err:
+                except SERVER_ERRORS as err:
                     if not passing(err):
                         raise
                     # Unknown for now (the server is out of reach): the next check sees it.

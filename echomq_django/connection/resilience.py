@@ -27,11 +27,17 @@ from typing import Callable, TypeVar
 
 import redis
 
-__all__ = ["Outage", "persist", "passing", "Backoff", "repeat_lost", "LOST_REPLY_TRIES"]
+__all__ = ["Outage", "persist", "passing", "Backoff", "repeat_lost", "LOST_REPLY_TRIES",
+           "SERVER_ERRORS"]
 
 T = TypeVar("T")
 
 log = logging.getLogger("echomq.connection")
+
+#: What a call to the server raises when it fails: redis-py's errors, and its
+#: ``RedisClusterException``, which is not one of them (a cluster no node of
+#: which answers raises it: "Redis Cluster cannot be connected").
+SERVER_ERRORS = (redis.RedisError, redis.exceptions.RedisClusterException)
 
 #: Server error codes that pass on their own (the first word of the reply).
 PASSING_CODES = frozenset({"OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN",
@@ -153,16 +159,21 @@ def persist(call: Callable[[], T], *, deadline: float, outage: Outage,
     """Return ``call()``, repeating it while it fails for a passing reason and
     the monotonic ``deadline`` (``time.monotonic()`` seconds) allows.
 
-    Raises the last error when it does not pass or the deadline comes first.
+    Raises the last error when it does not pass or the deadline comes first;
+    a cluster that no node answered (redis-py's ``RedisClusterException``,
+    which is not a ``redis.RedisError``) as a ``redis.ConnectionError``, as
+    callers catch a lost connection.
     """
     backoff = backoff or Backoff()
     while True:
         try:
             result = call()
-        except redis.RedisError as err:
+        except SERVER_ERRORS as err:
             delay_s = backoff.next_s()
             if not passing(err) or time.monotonic() + delay_s > deadline:
-                raise
+                if isinstance(err, redis.RedisError) or not passing(err):
+                    raise
+                raise redis.ConnectionError(str(err)) from err
             outage.failed(err)
             time.sleep(delay_s)
             continue

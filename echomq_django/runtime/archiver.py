@@ -31,7 +31,7 @@ from typing import Any
 import redis
 from django.db import DatabaseError, close_old_connections, connection
 
-from ..connection.resilience import Backoff, Outage, passing
+from ..connection.resilience import SERVER_ERRORS, Backoff, Outage, passing
 from ..connection.topology import by_slot, is_cluster
 from ..protocol.clock import server_now_ms
 from ..protocol.keyspace import ARCHIVE_GROUP, Keyspace
@@ -140,7 +140,7 @@ class Archiver:
                     moved = self.pass_once()
                     self.outage.ok()
                     backoff.reset()
-                except redis.RedisError as err:
+                except SERVER_ERRORS as err:
                     self._redis_failed(err)
                     self._stop.wait(backoff.next_s())
                     continue
@@ -160,7 +160,7 @@ class Archiver:
         finally:
             connection.close()
 
-    def _redis_failed(self, err: redis.RedisError) -> None:
+    def _redis_failed(self, err: Exception) -> None:
         self._own = set(self.keys)
         if passing(err):
             self.outage.failed(err)

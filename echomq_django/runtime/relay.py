@@ -33,13 +33,12 @@ import threading
 import time
 from typing import Any
 
-import redis
 from django.db import DatabaseError, close_old_connections, connections, transaction
 from django.utils import timezone
 
 from ..api.admission import deliver_entries
 from ..conf import get_config
-from ..connection.resilience import Outage
+from ..connection.resilience import SERVER_ERRORS, Outage
 from ..protocol.jobs import Jobs
 from ..protocol.keyspace import Keyspace
 
@@ -184,7 +183,7 @@ class Relay:
                         next_reconcile = time.monotonic() + RECONCILE_S
                         self.reconcile_once()
                     self.outage.ok()
-                except redis.RedisError as err:
+                except SERVER_ERRORS as err:
                     self.outage.failed(err)
                     moved = 0
                 except DatabaseError as err:

@@ -246,3 +246,17 @@ def test_a_taken_metrics_port_or_a_bad_address_is_a_usage_error(queue):
                              "--metrics-addr")]:
             code, out = stop(runechomq(queue, *args), sig=0, timeout=30)
             assert code == 2 and words in out, out
+
+
+@pytest.mark.parametrize("down", ["one server", "a cluster"])
+def test_a_server_that_does_not_answer_is_503_not_500(queue, start_valkey, down):
+    if down == "one server":
+        url, proc = start_valkey()
+        proc.kill()
+        proc.wait()
+    else:  # no node answers: redis-py's RedisClusterException, not a RedisError
+        url = f"redis+cluster://127.0.0.1:{_free_port()},127.0.0.1:{_free_port()}"
+    with override_settings(ECHOMQ={"URL": url, "QUEUES": [queue], "METRICS_TOKEN": TOKEN}):
+        response = Client().get("/echomq/metrics", HTTP_AUTHORIZATION="Bearer " + TOKEN)
+    assert response.status_code == 503
+    assert response.content.decode().startswith("the EchoMQ server could not be read")

@@ -48,3 +48,16 @@ def test_a_bad_queue_or_watch_is_a_usage_error():
         call_command("echomq_stats", "--queue", "a b")
     with pytest.raises(CommandError):
         call_command("echomq_stats", "--watch", "0.1")
+
+
+def test_a_cluster_no_node_of_which_answers_is_a_command_error(queue):
+    import socket
+
+    from django.test import override_settings
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with override_settings(ECHOMQ={"URL": f"redis+cluster://127.0.0.1:{port}"}):
+        with pytest.raises(CommandError, match="cannot read the EchoMQ server"):
+            call_command("echomq_stats", stdout=StringIO())

@@ -13,13 +13,13 @@ from __future__ import annotations
 import hmac
 import logging
 
-import redis
 from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from ...conf import get_config
 from ...connection import get_connection
+from ...connection.resilience import SERVER_ERRORS
 from .queues import QueueCollector
 
 __all__ = ["metrics"]
@@ -53,10 +53,11 @@ def metrics(request) -> HttpResponse:
             response["WWW-Authenticate"] = 'Bearer realm="echomq"'
         return response
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueCollector(get_connection(), get_config().queues))
     try:
+        # (A cluster's client connects as it is built.)
+        registry.register(QueueCollector(get_connection(), get_config().queues))
         body = generate_latest(registry)
-    except redis.RedisError as err:
+    except SERVER_ERRORS as err:
         log.warning("metrics: the EchoMQ server could not be read (%s)", err)
         return HttpResponse(f"the EchoMQ server could not be read: {err}\n", status=503,
                             content_type="text/plain")

@@ -13,12 +13,11 @@ See :mod:`echomq_django.repeat` and docs/repeat.md.
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-import redis
 from django.core.management.base import BaseCommand, CommandError
-from redis.exceptions import RedisClusterException
 
 from echomq_django.conf import get_config
 from echomq_django.connection import get_connection
+from echomq_django.connection.resilience import SERVER_ERRORS
 from echomq_django.exceptions import EchoMQError
 from echomq_django.repeat import Repeat
 
@@ -60,7 +59,7 @@ class Command(BaseCommand):
                 raise CommandError(f"no schedule {name!r} in queue {queues[0]!r}")
         except (EchoMQError, LookupError, ValueError, TypeError) as exc:
             raise CommandError(str(exc)) from exc
-        except (redis.RedisError, RedisClusterException) as exc:  # away, or a node of it
+        except SERVER_ERRORS as exc:  # away, or a node of it
             raise CommandError(f"cannot read the EchoMQ server: {exc}") from None
 
     def _list(self, repeat, queue):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import redis
 from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console, Group
 from rich.live import Live
@@ -21,6 +20,7 @@ from rich.table import Table
 from echomq_django.admin.reads.gauges import Gauges, gauges
 from echomq_django.conf import get_config
 from echomq_django.connection import get_connection
+from echomq_django.connection.resilience import SERVER_ERRORS
 from echomq_django.rules import check_queue_name
 
 
@@ -75,15 +75,16 @@ class Command(BaseCommand):
         if watch is not None and not (0.5 <= watch <= 86_400):
             raise CommandError("--watch must be a number of seconds in 0.5..86400, got "
                                f"{watch!r}")
-        conn, configured = get_connection(), get_config().queues
+        configured = get_config().queues
         # A terminal's own width; piped or captured output is not cut short.
         tty = Console().is_terminal
         console = Console(file=self.stdout, width=None if tty else 200)
 
         def read():
             try:
-                return render(gauges(conn, configured, only=only, workers=True))
-            except redis.RedisError as err:
+                # (A cluster's client connects as it is built.)
+                return render(gauges(get_connection(), configured, only=only, workers=True))
+            except SERVER_ERRORS as err:
                 raise CommandError(f"cannot read the EchoMQ server: {err}") from None
 
         if watch is None:

@@ -64,3 +64,26 @@ def test_processes_outside_its_range_is_refused_naming_it(processes, error):
 
     with pytest.raises(error, match="processes must be"):
         Supervisor(Options(queues=["default"], processes=processes))
+
+
+@pytest.mark.slow
+def test_a_sigterm_as_the_children_start_stops_every_one_of_them(queue, worker_procs):
+    """SIGTERM the parent as soon as it says it runs: a child forked just
+    then took the signal before its own stop Event existed, lost it, and was
+    SIGKILLed after the grace (10 of 15 tries in a breaker's runs)."""
+    import os
+    import signal
+
+    started = re.compile(r"runechomq: queues ")
+    for _ in range(5):
+        proc = runechomq(queue, "--processes", "2", "--concurrency", "1",
+                         "--shutdown-grace-ms", "500")
+        worker_procs.append(proc)
+        lines = Lines(proc)
+        wait_for(lambda: lines.matching(started), timeout=30, step=0.001)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+        lines._thread.join(5)
+        out = "".join(line for _, line in lines.lines)
+        assert proc.returncode == 0, out[-3000:]
+        assert "did not stop in time" not in out, out[-3000:]

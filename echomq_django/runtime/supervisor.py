@@ -301,13 +301,24 @@ class Supervisor:
     def _fork_child(self, role: str, number: int = 1) -> int:
         connections.close_all()
         reset_connection(close=True)
+        # SIGTERM and SIGINT are held across the fork: one sent to the child
+        # before it runs Python again would be dropped (Python clears the
+        # signals a child took while forking), so it stays pending until the
+        # child's own handlers are in place.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
         pid = os.fork()
         if pid:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             return pid
         code = 0
         try:
+            # A parent stopped before it forked passes its stop on.
+            stopped = self.stop
             self.stop, self._slot_index = threading.Event(), number - 1
             self._install_signals()
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            if stopped.is_set():
+                self.stop.set()
             if role == "metronome":
                 self._run_here(metronome=True, consumers=False)
             else:
@@ -330,6 +341,8 @@ class Supervisor:
             reset_connection(close=True)
         slots = [ChildSlot(role, number) for number, role in enumerate(roles, 1)]
         for slot in slots:
+            if self.stop.is_set():
+                break  # Stopped while starting them: start no more.
             self._start(slot)
         while not self.stop.is_set():
             now = time.monotonic()

@@ -132,3 +132,21 @@ def test_a_cluster_no_node_of_which_answers_is_an_outage_that_passes():
 ])
 def test_redacted_hides_every_password_of_a_url(url, shown):
     assert redacted(url) == shown
+
+
+def test_sentinels_that_do_not_answer_fail_a_call_at_once():
+    """redis-py's default retry held a call about 5 s for each sentinel that
+    refused connections (a breaker measured 5.0 s for one, 7.9 s for two)."""
+    import socket
+    import time
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    client = build_client(f"redis+sentinel://127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/mymaster")
+    start = time.monotonic()
+    with pytest.raises(redis.ConnectionError):  # MasterNotFoundError is one
+        client.ping()
+    assert time.monotonic() - start < 1.0

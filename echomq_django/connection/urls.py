@@ -207,6 +207,8 @@ def build_client(url: str, **connection_kwargs: Any):
         # still followed, and the slot map is read again after an error.
         kwargs.setdefault("retry", Retry(NoBackoff(), 0))
         return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in target.nodes], **kwargs)
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
     from redis.sentinel import Sentinel
 
     if target.url.startswith("rediss"):
@@ -216,5 +218,10 @@ def build_client(url: str, **connection_kwargs: Any):
     for key in ("socket_timeout", "socket_connect_timeout"):
         if key in kwargs:
             sentinel_kwargs.setdefault(key, kwargs[key])
+    # A sentinel that does not answer is left for the next one at once:
+    # redis-py's default retry waited about 5 s for each (its backoff), which
+    # held every call and admin page that much while the sentinels were away.
+    # Our own callers repeat what passes (connection/resilience.py).
+    sentinel_kwargs.setdefault("retry", Retry(NoBackoff(), 0))
     sentinel = Sentinel(list(target.nodes), sentinel_kwargs=sentinel_kwargs)
     return sentinel.master_for(target.service, **kwargs)

@@ -218,6 +218,23 @@ def _start_cluster_once(directory, primaries, timeout_s):
     return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in ports), procs
 
 
+def node_port(proc) -> int:
+    """The port of a valkey-server this suite started (its ``--port``)."""
+    return int(proc.args[proc.args.index("--port") + 1])
+
+
+def cluster_ok(port) -> bool:
+    """Whether the cluster node on ``port`` answers and says
+    ``cluster_state:ok`` (False while it is down or still joining)."""
+    client = redis.Redis(port=port, decode_responses=True, socket_timeout=1)
+    try:
+        return client.cluster("INFO").get("cluster_state") == "ok"
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
 def stop_valkey_server(proc) -> None:
     proc.terminate()
     try:

@@ -20,25 +20,11 @@ from django.test import override_settings
 
 from echomq_django.connection.urls import build_client
 from echomq_django.protocol.keyspace import Keyspace
-from tests.conftest import start_valkey_cluster, stop_valkey_server
+from tests.conftest import cluster_ok, node_port, start_valkey_cluster, stop_valkey_server
 from tests.procs import runechomq, stop, wait_for
 from tests.testapp import jobs as testjobs
 
 AOF = ["--appendonly", "yes", "--appendfsync", "always"]
-
-
-def _port(proc) -> int:
-    return int(proc.args[proc.args.index("--port") + 1])
-
-
-def _cluster_ok(port) -> bool:
-    client = redis.Redis(port=port, decode_responses=True, socket_timeout=1)
-    try:
-        return client.cluster("INFO").get("cluster_state") == "ok"
-    except redis.RedisError:
-        return False
-    finally:
-        client.close()
 
 
 def _aof_on(port) -> bool:
@@ -53,12 +39,12 @@ def test_outcomes_ride_out_every_node_down_and_no_job_runs_twice(tmp_path, queue
     client = build_client(url, decode_responses=True)
     try:
         for proc in procs:
-            node = redis.Redis(port=_port(proc))
+            node = redis.Redis(port=node_port(proc))
             node.config_set("appendfsync", "always")
             node.config_set("appendonly", "yes")
             node.close()
         for proc in procs:
-            wait_for(lambda p=proc: _aof_on(_port(p)), timeout=20)
+            wait_for(lambda p=proc: _aof_on(node_port(p)), timeout=20)
         ks = Keyspace(queue)
         log = tmp_path / "runechomq.log"
         # A lease well past the outage, short enough that a job whose outcome
@@ -78,7 +64,7 @@ def test_outcomes_ride_out_every_node_down_and_no_job_runs_twice(tmp_path, queue
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     for proc in procs]
         for proc in procs:
-            wait_for(lambda p=proc: _cluster_ok(_port(p)), timeout=30)
+            wait_for(lambda p=proc: cluster_ok(node_port(p)), timeout=30)
         rows = lambda: [client.hgetall(ks.job(h.job_id)) for h in handles]  # noqa: E731
         # A dropped outcome leaves its job leased until the reaper runs it
         # again (attempt 2); with every job done and nothing leased, no run

@@ -18,13 +18,9 @@ from django.test import override_settings
 
 from echomq_django.connection.urls import build_client
 from echomq_django.protocol.keyspace import Keyspace
-from tests.conftest import start_valkey_cluster, stop_valkey_server
+from tests.conftest import cluster_ok, node_port, start_valkey_cluster, stop_valkey_server
 from tests.procs import runechomq, stop, wait_for
 from tests.testapp import jobs as testjobs
-
-
-def _port(proc) -> int:
-    return int(proc.args[proc.args.index("--port") + 1])
 
 
 @pytest.mark.slow
@@ -33,11 +29,11 @@ def test_a_dead_node_does_not_stall_the_queues_of_the_others(tmp_path, queue, wo
     client = build_client(url, decode_responses=True)
     try:
         for proc in procs:
-            redis.Redis(port=_port(proc)).config_set("cluster-require-full-coverage", "no")
+            redis.Redis(port=node_port(proc)).config_set("cluster-require-full-coverage", "no")
         names = [f"{queue}-{n}" for n in range(200)]
         port_of = {q: client.get_node_from_key(Keyspace(q).base).port for q in names}
         # The dead node's queue comes first: the consumer asks it first.
-        dead_port = _port(procs[0])
+        dead_port = node_port(procs[0])
         dead = next(q for q in names if port_of[q] == dead_port)
         alive = next(q for q in names if port_of[q] != dead_port)
         key = f"{{{alive}}}:runs"                  # the tallies live in the live queue's slot
@@ -60,16 +56,7 @@ def test_a_dead_node_does_not_stall_the_queues_of_the_others(tmp_path, queue, wo
             took = time.monotonic() - started
             procs[0] = subprocess.Popen(dead_proc.args, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            back = redis.Redis(port=dead_port, decode_responses=True, socket_timeout=1)
-
-            def rejoined():
-                try:
-                    return back.cluster("INFO").get("cluster_state") == "ok"
-                except redis.RedisError:
-                    return False
-
-            wait_for(rejoined, timeout=30)
-            back.close()
+            wait_for(lambda: cluster_ok(dead_port), timeout=30)
             # Back: the dead node's queue is served again.
             late = testjobs.tally.using(queue=dead).enqueue(key)
             wait_for(lambda: client.sismember(key, late.job_id), timeout=30)
